@@ -1,0 +1,41 @@
+"""What every component has in common: a name, a kind and typed parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass
+class NoParams:
+    """Parameters of a component that takes none."""
+
+
+class Component:
+    """Base of every pluggable part.
+
+    Subclasses set ``name`` (the recipe's ``name:`` value) and ``Params`` (a
+    dataclass whose fields are the recipe keys next to ``name``; defaults make
+    them optional). Components are built from their params alone so that a
+    process pool or a Ray worker can rebuild one from ``(kind, name, params)``.
+    """
+
+    kind: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+    description: ClassVar[str] = ""
+
+    def __init__(self, params: Any = None):
+        self.params = params if params is not None else self.Params()
+
+    @classmethod
+    def params_dict(cls, params: Any) -> dict[str, Any]:
+        return dataclasses.asdict(params)
+
+    def spec(self) -> dict[str, Any]:
+        """A picklable description from which an identical component can be rebuilt."""
+        return {"kind": self.kind, "name": self.name, "params": dataclasses.asdict(self.params)}
+
+    def close(self) -> None:
+        """Release processes, JVMs, models. Safe to call twice."""

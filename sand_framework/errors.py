@@ -1,0 +1,68 @@
+"""Exception types.
+
+Every failure a user can cause (a bad recipe, a missing plugin, an unknown
+component, a corrupt run directory) has its own type so the CLI can print a
+clean message and exit with a meaningful status instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SandError(Exception):
+    """Base class for errors the CLI reports without a traceback."""
+
+    exit_code = 1
+
+
+class RecipeError(SandError):
+    """A recipe has one or more problems; all of them are listed at once."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str], source: str | None = None):
+        self.problems = list(problems)
+        self.source = source
+        where = f" in {source}" if source else ""
+        lines = [f"{len(self.problems)} problem(s){where}:"]
+        lines += [f"  - {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class PluginLoadError(SandError):
+    """A plugin module or entry point could not be imported or registered."""
+
+    exit_code = 2
+
+
+class DuplicateComponentError(SandError):
+    """Two plugins registered a component of the same kind under one name."""
+
+    exit_code = 2
+
+
+class UnknownComponentError(SandError):
+    """A recipe names a component that no loaded plugin registered."""
+
+    exit_code = 2
+
+
+class RunDirError(SandError):
+    """A run directory is missing, locked by another process, or inconsistent."""
+
+    exit_code = 3
+
+
+class EnvironmentUnavailable(SandError):
+    """An environment's package or data is not installed; the message says how to get it."""
+
+    exit_code = 4
+
+
+class ReplayMismatch(SandError):
+    """Replaying an action prefix did not reproduce the recorded observations."""
+
+
+class ModelUnavailable(SandError):
+    """A model reference cannot be resolved offline."""
+
+    exit_code = 4

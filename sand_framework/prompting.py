@@ -1,0 +1,80 @@
+"""The ReAct turn format and the agent's chat view of a trajectory.
+
+Kept in the core because the policy, samplers, executors, evaluators and the
+data writers must all agree on it byte for byte: the agent is trained on the
+chats produced here and sampled from the same chats.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sand_framework.types import Chat, Trajectory
+
+MAX_ACTION_CHARS = 200
+"""Longer "actions" are model babble, not commands; they count as invalid."""
+
+_ACTION_RE = re.compile(r"action\s*:\s*(.*)", re.IGNORECASE)
+_THOUGHT_RE = re.compile(r"thought\s*:\s*(.*?)(?=\n\s*action\s*:|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass
+class ParsedTurn:
+    thought: str
+    action: str
+    valid: bool
+
+
+def format_turn(thought: str, action: str) -> str:
+    """The agent's reply: ``Thought: ...`` then ``Action: ...``."""
+    return f"Thought: {thought.strip()}\nAction: {action.strip()}"
+
+
+def parse_turn(text: str) -> ParsedTurn:
+    """Parse an agent reply. Never raises: anything unusable is an invalid action.
+
+    The action is the first line after the last ``Action:``; a reply with no
+    ``Action:``, an empty action, a multi-hundred-character action or
+    non-printable junk yields ``valid=False`` and ``action=""``.
+    """
+    if not isinstance(text, str):
+        return ParsedTurn("", "", False)
+    text = text.replace("\x00", "")
+    thought_m = _THOUGHT_RE.search(text)
+    thought = thought_m.group(1).strip() if thought_m else ""
+    matches = list(_ACTION_RE.finditer(text))
+    if not matches:
+        return ParsedTurn(thought or text.strip()[:500], "", False)
+    action = matches[-1].group(1).split("\n", 1)[0].strip().strip("`").strip()
+    if not thought:
+        thought = text[: matches[-1].start()].strip()
+    valid = bool(action) and len(action) <= MAX_ACTION_CHARS and action.isprintable()
+    return ParsedTurn(thought, action if valid else "", valid)
+
+
+def format_observation(observation: str) -> str:
+    return f"Observation: {observation.strip()}"
+
+
+def trajectory_chat(traj: Trajectory, upto: int | None = None, with_thoughts: bool = True) -> Chat:
+    """The agent's chat for ``traj`` (ETO layout), with steps ``[0, upto)``.
+
+    Turn 0 is the environment instruction, turn 1 the assistant's ``OK``,
+    turn 2 the task; then assistant turns alternate with observations. With
+    ``upto`` < len(steps) the chat ends on the observation the agent must
+    answer next, which is the sampling prompt for step ``upto``.
+    """
+    steps = traj.steps if upto is None else traj.steps[:upto]
+    chat: Chat = [
+        {"role": "user", "content": traj.instruction},
+        {"role": "assistant", "content": "OK"},
+        {"role": "user", "content": traj.task},
+    ]
+    for i, step in enumerate(steps):
+        thought = step.thought if with_thoughts else ""
+        chat.append({"role": "assistant", "content": format_turn(thought, step.action)})
+        last = i == len(traj.steps) - 1
+        if not last or upto is not None:
+            chat.append({"role": "user", "content": format_observation(step.observation)})
+    return chat
