@@ -180,8 +180,8 @@ class Sampler(Component, abc.ABC):
     kind: ClassVar[str] = "sampler"
 
     @abc.abstractmethod
-    def sample(self, requests: list[SampleRequest], policy: Policy) -> list[list[Proposal]]:
-        """N proposals per request."""
+    def sample(self, requests: list[SampleRequest], policy: Policy, seed: int | None = None) -> list[list[Proposal]]:
+        """N proposals per request; ``seed`` makes the draw reproducible."""
 
 
 # --------------------------------------------------------------------------
@@ -211,7 +211,8 @@ class Executor(Component, abc.ABC):
     kind: ClassVar[str] = "executor"
 
     @abc.abstractmethod
-    def run(self, requests: list[RolloutRequest], env: Environment, policy: Policy) -> list[Rollout]:
+    def run(self, requests: list[RolloutRequest], env: Environment, policy: Policy,
+            seed: int | None = None) -> list[Rollout]:
         """One rollout per request, in order."""
 
 
@@ -235,7 +236,7 @@ class Critic(Component, abc.ABC):
     """False lets the engine skip the executor entirely (w/o EAC)."""
 
     @abc.abstractmethod
-    def critique(self, requests: list[CritiqueRequest], policy: Policy) -> list[Critique]: ...
+    def critique(self, requests: list[CritiqueRequest], policy: Policy, seed: int | None = None) -> list[Critique]: ...
 
 
 # --------------------------------------------------------------------------
@@ -255,7 +256,8 @@ class Synthesizer(Component, abc.ABC):
     kind: ClassVar[str] = "synthesizer"
 
     @abc.abstractmethod
-    def synthesize(self, requests: list[SynthesisRequest], policy: Policy) -> list[SynthesisResult]: ...
+    def synthesize(self, requests: list[SynthesisRequest], policy: Policy,
+                   seed: int | None = None) -> list[SynthesisResult]: ...
 
 
 # --------------------------------------------------------------------------

@@ -11,17 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if message['role'] == 'assistant' %}"
-    "<|im_start|>assistant\n{% generation %}{{ message['content'] }}<|im_end|>{% endgeneration %}\n"
-    "{% else %}"
-    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-"""ChatML with ``{% generation %}`` markers so TRL can mask the loss to assistant turns."""
+from sand_framework.chat_template import CHAT_TEMPLATE
+
 
 _CORPUS = [
     "Thought: I should look around first.\nAction: look around",

@@ -1,0 +1,94 @@
+"""Candidate samplers: the agent's own samples (SAS) and the base model's imagination (w/o SAS)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sand_framework import hookimpl
+from sand_framework.components import Policy, Proposal, Sampler, SampleRequest
+from sand_framework.prompting import parse_turn
+from sand_framework.types import SamplingParams
+
+IMAGINE_PROMPT = """Below is an agent's interaction with a text environment so far.
+
+{history}
+
+Propose {n} different actions the agent could take next. Each must be a valid command for this environment.
+Write exactly one per line, in the form:
+Action: <command>"""
+"""w/o SAS: the base model imagines candidates in context instead of sampling the agent."""
+
+
+class SelfConsistencySampler(Sampler):
+    """N samples from the current agent at temperature T, all chats in one batched call (SAND's SAS)."""
+
+    name = "self_consistency"
+    description = "sample N actions from the current agent (paper: N=5, temperature 1.0)"
+
+    @dataclass
+    class Params:
+        n: int = 5
+        temperature: float = 1.0
+        max_new_tokens: int = 64
+
+        def __post_init__(self) -> None:
+            if self.n < 1:
+                raise ValueError(f"n must be >= 1, got {self.n}")
+
+    def sample(self, requests: list[SampleRequest], policy: Policy, seed: int | None = None) -> list[list[Proposal]]:
+        if not requests:
+            return []
+        sp = SamplingParams(n=self.params.n, temperature=self.params.temperature,
+                            max_new_tokens=self.params.max_new_tokens, seed=seed)
+        outputs = policy.generate([r.chat for r in requests], sp, role="agent")
+        out = []
+        for completions in outputs:
+            props = []
+            for c in completions:
+                t = parse_turn(c.text)
+                props.append(Proposal(thought=t.thought, action=t.action, valid=t.valid, tokens=c.completion_tokens))
+            out.append(props)
+        return out
+
+
+class ImaginedSampler(Sampler):
+    """Ablation *w/o SAS*: the frozen base model lists N candidate actions in one reply."""
+
+    name = "imagined"
+    description = "the base model imagines N candidate actions in-context (ablation w/o SAS)"
+
+    @dataclass
+    class Params:
+        n: int = 5
+        temperature: float = 0.0
+        max_new_tokens: int = 96
+        history_turns: int = 6
+        """Most recent chat turns shown to the base model (the task is always shown)."""
+
+    def _history(self, req: SampleRequest) -> str:
+        chat = req.chat[2:]  # drop instruction + OK: the base model needs the situation, not the format
+        if len(chat) > 1 + self.params.history_turns:
+            chat = chat[:1] + chat[-self.params.history_turns:]
+        return "\n".join(m["content"] for m in chat)
+
+    def sample(self, requests: list[SampleRequest], policy: Policy, seed: int | None = None) -> list[list[Proposal]]:
+        if not requests:
+            return []
+        prompts = [[{"role": "user", "content": IMAGINE_PROMPT.format(history=self._history(r), n=self.params.n)}]
+                   for r in requests]
+        sp = SamplingParams(n=1, temperature=self.params.temperature, max_new_tokens=self.params.max_new_tokens, seed=seed)
+        outputs = policy.generate(prompts, sp, role="base")
+        out = []
+        for (completion, *_) in outputs:
+            actions = [m.strip() for m in re.findall(r"action\s*:\s*(.+)", completion.text, re.IGNORECASE)]
+            props = [Proposal(thought="", action=a, valid=bool(a) and len(a) <= 200) for a in actions[: self.params.n]]
+            props += [Proposal(thought="", action="", valid=False)] * (self.params.n - len(props))
+            out.append(props)
+        return out
+
+
+@hookimpl
+def sand_register_samplers(register):
+    register(SelfConsistencySampler)
+    register(ImaginedSampler)

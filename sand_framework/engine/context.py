@@ -1,0 +1,68 @@
+"""The run context: the validated recipe, its components, the run directory and the hooks."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from sand_framework.components import Component
+from sand_framework.config import Recipe
+from sand_framework.plugins import PluginSet
+from sand_framework.registry import Registries
+from sand_framework.store import RunDir
+
+
+def cache_dir() -> str:
+    """Where converted/built models live (``$SAND_CACHE``, default ``~/.cache/sand``)."""
+    return os.environ.get("SAND_CACHE", str(Path.home() / ".cache" / "sand"))
+
+
+@dataclass
+class RunContext:
+    recipe: Recipe
+    run_dir: RunDir
+    plugins: PluginSet
+    registries: Registries
+    console: Console = field(default_factory=lambda: Console(stderr=True))
+    components: dict[str, Component] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    base_model_path: str = ""
+    _policy_ready: bool = False
+
+    @property
+    def hook(self) -> Any:
+        return self.plugins.pm.hook
+
+    def component(self, kind: str) -> Any:
+        """The one component selected for ``kind`` by the recipe (built on first use)."""
+        if kind not in self.components:
+            name, params = self.recipe.slots[kind]
+            self.components[kind] = self.registries.build(kind, name, params)
+        return self.components[kind]
+
+    def base_model(self) -> str:
+        """The recipe's base model resolved to a loadable path (plugins may build it on first use)."""
+        if not self.base_model_path:
+            self.base_model_path = self.plugins.resolve_model(self.recipe.model.base, cache_dir())
+        return self.base_model_path
+
+    def policy(self) -> Any:
+        """The policy component with the base model loaded (loaded once per process)."""
+        policy = self.component("policy")
+        if not self._policy_ready:
+            policy.setup(self.base_model())
+            self._policy_ready = True
+        return policy
+
+    def close(self) -> None:
+        for comp in reversed(list(self.components.values())):
+            try:
+                comp.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not hide the run's own outcome
+                self.console.print(f"[yellow]warning: closing {comp.kind} {comp.name!r} failed: {exc}")
+        self.components.clear()

@@ -1,0 +1,76 @@
+"""Agent episodes advanced in lock-step: one batched model call per step for all live episodes.
+
+Rollout executors and evaluators both need "let the agent act until done";
+doing it here once keeps their behaviour identical (same parsing, same
+treatment of invalid actions, same step caps, same token accounting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sand_framework.components import Environment, Policy
+from sand_framework.prompting import format_observation, format_turn, parse_turn
+from sand_framework.types import Chat, Role, SamplingParams, Step
+
+INVALID_FEEDBACK = "Invalid reply: answer with one line 'Thought: ...' and one line 'Action: <a valid action>'."
+
+
+@dataclass
+class Episode:
+    """A live episode: its environment (already positioned), chat so far and bookkeeping."""
+
+    env: Environment
+    chat: Chat
+    steps_left: int
+    steps: list[Step] = field(default_factory=list)
+    reward: float = 0.0
+    success: bool = False
+    done: bool = False
+    invalid_actions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def record(self, thought: str, action: str, observation: str) -> None:
+        self.steps.append(Step(thought=thought, action=action, observation=observation))
+        self.chat.append({"role": "assistant", "content": format_turn(thought, action)})
+        self.chat.append({"role": "user", "content": format_observation(observation)})
+        self.steps_left -= 1
+        if self.steps_left <= 0:
+            self.done = True
+
+
+def act(episode: Episode, thought: str, action: str, valid: bool = True) -> None:
+    """Apply one agent turn: step the environment, or record an invalid reply without stepping it."""
+    if not valid:
+        episode.invalid_actions += 1
+        episode.record(thought, action, INVALID_FEEDBACK)
+        return
+    result = episode.env.step(action)
+    episode.reward = max(0.0, min(1.0, result.reward))
+    episode.success = episode.success or result.success
+    episode.record(thought, action, result.observation)
+    if result.valid is False:
+        episode.invalid_actions += 1
+    if result.done:
+        episode.done = True
+
+
+def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingParams, role: Role = "agent") -> None:
+    """Advance every episode until done, batching all live chats into one ``generate`` per step."""
+    sampling = SamplingParams(n=1, temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
+                              seed=sampling.seed)
+    step = 0
+    while True:
+        live = [e for e in episodes if not e.done]
+        if not live:
+            return
+        if sampling.seed is not None:
+            sampling.seed = sampling.seed + step
+        outputs = policy.generate([e.chat for e in live], sampling, role=role)
+        for episode, (completion, *_) in zip(live, outputs):
+            episode.prompt_tokens += completion.prompt_tokens
+            episode.completion_tokens += completion.completion_tokens
+            turn = parse_turn(completion.text)
+            act(episode, turn.thought, turn.action, turn.valid)
+        step += 1

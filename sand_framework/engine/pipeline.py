@@ -1,0 +1,237 @@
+"""The SAND loop as resumable stages over a run directory.
+
+Stages and their units (a unit is recorded durably when it finishes, and
+never recomputed on ``--resume``):
+
+==================  ======================================  ====================
+stage               what                                    unit
+==================  ======================================  ====================
+``expert``          expert trajectories (env gold / file)   one task
+``train/iter0``     behavior-initialization SFT             the stage (trainer
+                                                            checkpoints inside)
+``synth/iterK``     sample, detect, roll out, critique,     one expert
+                    synthesize                              trajectory
+``train/iterK``     deliberation SFT                        the stage
+``eval``            greedy evaluation per model and split   one task
+==================  ======================================  ====================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from sand_framework.components import TaskResult, TrainRequest
+from sand_framework.engine.context import RunContext
+from sand_framework.engine.synthesis import Components, synthesize_batch
+from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
+from sand_framework.types import DeliberationRecord, Step, Trajectory
+
+T = TypeVar("T")
+
+
+def unit_seed(*parts: object) -> int:
+    """A seed derived from the run seed and a unit's identity, stable across resumes and batchings."""
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def chunks(items: list[T], size: int) -> Iterator[list[T]]:
+    for i in range(0, len(items), max(1, size)):
+        yield items[i:i + size]
+
+
+class Pipeline:
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.recipe = ctx.recipe
+        self.rd = ctx.run_dir
+
+    # -- helpers ---------------------------------------------------------------
+
+    def progress(self) -> Progress:
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("eta"), TimeRemainingColumn(), console=self.ctx.console,
+                        disable=os.environ.get("SAND_NO_PROGRESS") == "1")
+
+    def _stage_end(self, stage: str, summary: dict[str, Any]) -> None:
+        self.rd.mark_done(stage, summary)
+        self.ctx.hook.sand_stage_end(context=self.ctx, stage=stage, summary=summary)
+
+    @property
+    def env(self):
+        return self.ctx.component("environment")
+
+
+    # -- stages ------------------------------------------------------------------
+
+    def expert(self) -> list[Trajectory]:
+        """Expert trajectories, one unit per task."""
+        data = self.recipe.data
+        log = self.rd.units("expert", "trajectories.units.jsonl")
+        if data.source != "env":
+            if "expert" not in log:
+                reader = read_sharegpt if data.source == "sharegpt" else read_messages
+                trajs = reader(data.path, self.env.name)[: data.limit]
+                log.append("expert", [t.to_dict() for t in trajs])
+            trajs = [Trajectory.from_dict(d) for d in log.get("expert")]
+        else:
+            task_ids = self.env.tasks(data.split)[: data.limit]
+            todo = [t for t in task_ids if t not in log]
+            with self.progress() as prog:
+                bar = prog.add_task("expert trajectories", total=len(task_ids), completed=len(task_ids) - len(todo))
+                for task_id in todo:
+                    log.append(task_id, self.expert_trajectory(task_id).to_dict())
+                    prog.advance(bar)
+            trajs = [Trajectory.from_dict(d) for d in log.values(task_ids)]
+        kept = [t for t in trajs if t.success or data.source != "env"]
+        if not self.rd.stage_done("expert"):
+            write_sharegpt(self.rd.file("expert", "expert.sharegpt.json"), kept)
+            self._stage_end("expert", {"trajectories": len(trajs), "successful": len(kept)})
+        return kept
+
+    def expert_trajectory(self, task_id: str) -> Trajectory:
+        env = self.env
+        task = env.reset(task_id)
+        traj = Trajectory(task_id=task_id, env=env.name, instruction=env.instruction(), task=task)
+        for action in env.expert_actions(task_id):
+            res = env.step(action)
+            traj.steps.append(Step(thought="", action=action, observation=res.observation))
+            traj.reward, traj.success = res.reward, res.success
+            if res.done:
+                break
+        return traj
+
+    def train(self, iteration: int, trajs: list[Trajectory], init: str | None) -> str:
+        stage = f"train/iter{iteration}"
+        if self.rd.stage_done(stage):
+            return self.rd.stage_result(stage)["weights"]
+        epochs = self.recipe.run.epochs
+        n_epochs = epochs[min(iteration, len(epochs) - 1)]
+        self.ctx.console.print(f"[bold]{stage}[/]: {len(trajs)} trajectories, {n_epochs} epoch(s)")
+        t0 = time.time()
+        weights = self.ctx.component("trainer").train(TrainRequest(
+            trajectories=trajs, base_model=self.ctx.base_model(), init_weights=init,
+            output_dir=str(self.rd.file("weights", f"iter{iteration}", ".keep").parent), epochs=n_epochs,
+            seed=self.recipe.run.seed + iteration))
+        self._stage_end(stage, {"weights": weights, "trajectories": len(trajs), "seconds": round(time.time() - t0, 1)})
+        return weights
+
+    def synthesize(self, iteration: int, trajs: list[Trajectory], agent_weights: str) -> list[Trajectory]:
+        stage = f"synth/iter{iteration}"
+        log = self.rd.units(f"iter{iteration}", "synthesis.units.jsonl")
+        if log.corrupt:
+            self.ctx.console.print(f"[yellow]{log.path}: {len(log.corrupt)} torn record(s) (lines {log.corrupt}); "
+                                   "redoing those trajectories")
+        order = [t.task_id for t in trajs]
+        if not self.rd.stage_done(stage):
+            policy = self.ctx.policy()
+            policy.set_agent_weights(agent_weights)
+            comps = Components(env=self.env, policy=policy, **{k: self.ctx.component(k) for k in
+                               ("detector", "sampler", "executor", "critic", "synthesizer")})
+            with self.progress() as prog:
+                bar = prog.add_task(f"synthesis iter {iteration}", total=len(trajs),
+                                    completed=sum(t in log for t in order))
+                for batch in chunks(trajs, self.recipe.run.synthesis_batch):
+                    todo = [t for t in batch if t.task_id not in log]
+                    if not todo:
+                        continue
+                    seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
+                    for out in synthesize_batch(todo, comps, seed):
+                        for rec in out.records:
+                            self.ctx.hook.sand_step_deliberated(context=self.ctx, record=rec)
+                        log.append(out.trajectory.task_id, {"trajectory": out.trajectory.to_dict(),
+                                                            "records": [r.to_dict() for r in out.records],
+                                                            "stats": out.stats})
+                        prog.advance(bar)
+        units = list(log.values(order))
+        new = [Trajectory.from_dict(u["trajectory"]) for u in units]
+        if not self.rd.stage_done(stage):
+            write_sharegpt(self.rd.file(f"iter{iteration}", "deliberation.sharegpt.json"), new)
+            write_messages(self.rd.file(f"iter{iteration}", "deliberation.messages.jsonl"), new)
+            summary = synthesis_summary(units)
+            self._stage_end(stage, summary)
+            self.ctx.console.print(f"[bold]{stage}[/]: {summary}")
+        return new
+
+    def evaluate(self, weights: dict[str, str | None]) -> dict[str, Any]:
+        ev = self.recipe.eval
+        evaluator = self.ctx.component("evaluator")
+        results: dict[str, Any] = {}
+        for model in ev.models:
+            if model not in weights:
+                raise KeyError(f"eval.models: {model!r} is not one of {sorted(weights)}")
+            results[model] = {}
+            for split in ev.splits:
+                task_ids = self.env.tasks(split)[: ev.limit]
+                log = self.rd.units("eval", model, f"{split}.units.jsonl")
+                todo = [t for t in task_ids if t not in log]
+                if todo:
+                    policy = self.ctx.policy()
+                    policy.set_agent_weights(weights[model])
+                    with self.progress() as prog:
+                        bar = prog.add_task(f"eval {model}/{split}", total=len(task_ids),
+                                            completed=len(task_ids) - len(todo))
+                        for batch in chunks(todo, ev.batch_size):
+                            for res in evaluator.evaluate(batch, self.env, policy):
+                                log.append(res.trajectory.task_id, {
+                                    "trajectory": res.trajectory.to_dict(), "prompt_tokens": res.prompt_tokens,
+                                    "completion_tokens": res.completion_tokens})
+                                prog.advance(bar)
+                task_results = [TaskResult(Trajectory.from_dict(u["trajectory"]), u["prompt_tokens"],
+                                           u["completion_tokens"]) for u in log.values(task_ids)]
+                results[model][split] = evaluator.aggregate(task_results)
+        self._stage_end("eval", {})
+        return results
+
+    # -- the loop ------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        ctx, run = self.ctx, self.recipe.run
+        ctx.hook.sand_run_start(context=ctx)
+        expert = self.expert()
+        weights: dict[str, str | None] = {"base": None}
+        weights["iter0"] = weights["sft"] = self.train(0, expert, init=None)
+        data = expert
+        for k in range(1, run.iterations + 1):
+            data = self.synthesize(k, data, weights[f"iter{k - 1}"])
+            init = weights[f"iter{k - 1}"] if run.train_from == "previous" else None
+            weights[f"iter{k}"] = self.train(k, data, init=init)
+            ctx.hook.sand_iteration_end(context=ctx, iteration=k, summary=self.rd.stage_result(f"synth/iter{k}"))
+        weights["final"] = weights[f"iter{run.iterations}"]
+        metrics = {
+            "run": str(self.rd.path),
+            "recipe": run.name,
+            "eval": self.evaluate(weights),
+            "synthesis": {f"iter{k}": self.rd.stage_result(f"synth/iter{k}") for k in range(1, run.iterations + 1)},
+            "weights": weights,
+            "backend": getattr(ctx.components.get("policy"), "stats", {}),
+        }
+        metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
+        self.rd.write_json("metrics.json", metrics)
+        ctx.hook.sand_run_end(context=ctx, metrics=metrics)
+        return metrics
+
+
+def synthesis_summary(units: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over a synthesis stage: steps examined, deliberated, candidates, rollouts, fallbacks."""
+    total: dict[str, Any] = {}
+    n = 0
+    for u in units:
+        n += 1
+        for k, v in u["stats"].items():
+            total[k] = total.get(k, 0) + v
+    total["trajectories"] = n
+    if total.get("steps"):
+        total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)
+    return total
+
+
+def load_records(run_dir, iteration: int) -> list[DeliberationRecord]:
+    """All deliberation records of an iteration, for reports and inspection."""
+    log = run_dir.units(f"iter{iteration}", "synthesis.units.jsonl")
+    return [DeliberationRecord.from_dict(r) for u in log.values() for r in u["records"]]

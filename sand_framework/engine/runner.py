@@ -1,0 +1,74 @@
+"""From a recipe reference to a finished run: plugins, validation, run directory, pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sand_framework.config import Recipe, load_recipe, validate
+from sand_framework.config.load import merge, parse_overrides
+from sand_framework.engine.context import RunContext
+from sand_framework.engine.pipeline import Pipeline
+from sand_framework.errors import RunDirError
+from sand_framework.plugins import PluginSet, load_plugins
+from sand_framework.registry import Registries
+from sand_framework.store import RunDir
+
+
+def _plugin_lists(data: dict[str, Any], extra_dirs: list[str]) -> tuple[list[str], list[str]]:
+    section = data.get("plugins") or {}
+    modules = list(section.get("modules") or []) if isinstance(section, dict) else []
+    dirs = list(section.get("dirs") or []) if isinstance(section, dict) else []
+    return modules, dirs + list(extra_dirs)
+
+
+def prepare(data: dict[str, Any], plugin_dirs: list[str] = (), source: str | None = None
+            ) -> tuple[Recipe, PluginSet, Registries]:
+    """Load the plugins a recipe needs, then validate the recipe against their components."""
+    modules, dirs = _plugin_lists(data, list(plugin_dirs))
+    plugins = load_plugins(modules, dirs)
+    registries = plugins.registries()
+    return validate(data, registries, source), plugins, registries
+
+
+def resolve(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = ()
+            ) -> tuple[Recipe, PluginSet, Registries]:
+    data, path = load_recipe(recipe_ref, overrides)
+    return prepare(data, plugin_dirs, str(path))
+
+
+def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str] = (),
+        resume: str | None = None) -> tuple[dict[str, Any], Path]:
+    """Run a recipe in a new run directory, or continue the one at ``resume``."""
+    if resume is not None:
+        rd = RunDir.open_existing(resume)
+        data = yaml.safe_load((rd.path / "recipe.yaml").read_text())
+        if overrides:
+            raise RunDirError("overrides cannot change a run being resumed; start a new run instead")
+        stored_dirs = (rd.read_json("plugins.json", {}) or {}).get("plugin_dirs", [])
+        recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / "recipe.yaml"))
+    else:
+        if recipe_ref is None:
+            raise RunDirError("give a recipe to run, or --resume RUN_DIR")
+        recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
+        rd = RunDir.create(recipe.run.output_dir, recipe.run.name)
+        rd.write_text("recipe.yaml", yaml.safe_dump(recipe.raw, sort_keys=False))
+    rd.lock()
+    try:
+        rd.write_json("plugins.json", {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
+                                       "plugin_dirs": [str(Path(d).resolve()) for d in plugin_dirs]})
+        ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
+        ctx.console.print(f"[bold]run directory[/]: {rd.path}")
+        try:
+            metrics = Pipeline(ctx).run()
+        finally:
+            ctx.close()
+    finally:
+        rd.unlock()
+    return metrics, rd.path
+
+
+__all__ = ["merge", "parse_overrides", "prepare", "resolve", "run"]

@@ -1,0 +1,131 @@
+"""One SAND synthesis pass over a batch of expert trajectories (steps 2-4 of the method).
+
+For every step: sample N candidate actions, let the detector decide, roll out
+each distinct candidate of the deliberated steps, critique, synthesize. Each
+phase is one batched call over the whole batch of trajectories, so a backend
+sees large batches and the executor can advance rollouts in lock-step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sand_framework.components import (
+    Critic,
+    CritiqueRequest,
+    Detector,
+    Environment,
+    Executor,
+    Policy,
+    RolloutRequest,
+    Sampler,
+    SampleRequest,
+    SynthesisRequest,
+    Synthesizer,
+)
+from sand_framework.prompting import trajectory_chat
+from sand_framework.types import Candidate, DeliberationRecord, Rollout, Step, Trajectory
+
+
+@dataclass
+class SynthesisOutput:
+    trajectory: Trajectory
+    """The trajectory with deliberation thoughts at deliberated steps, expert thoughts elsewhere."""
+    records: list[DeliberationRecord]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Components:
+    env: Environment
+    policy: Policy
+    detector: Detector
+    sampler: Sampler
+    executor: Executor
+    critic: Critic
+    synthesizer: Synthesizer
+
+
+def candidates_for(env: Environment, step: Step, proposals: list) -> list[Candidate]:
+    """Distinct normalized actions among the samples plus the expert's, expert first."""
+    expert_norm = env.normalize_action(step.action)
+    cands: dict[str, Candidate] = {expert_norm: Candidate(action=step.action, thought=step.thought, count=0,
+                                                          is_expert=True)}
+    for p in proposals:
+        if not p.valid:
+            continue
+        key = env.normalize_action(p.action)
+        if key in cands:
+            cands[key].count += 1
+        else:
+            cands[key] = Candidate(action=p.action, thought=p.thought, count=1)
+    return list(cands.values())
+
+
+def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[SynthesisOutput]:
+    # 1. Self-consistency action sampling at every step of every trajectory.
+    sample_reqs = [SampleRequest(t, i, trajectory_chat(t, upto=i)) for t in trajs for i in range(len(t.steps))]
+    proposals = c.sampler.sample(sample_reqs, c.policy, seed=seed)
+
+    # 2. The detector picks the steps to deliberate.
+    chosen: list[tuple[SampleRequest, list[Candidate], float]] = []
+    samples_valid = samples_total = 0
+    for req, props in zip(sample_reqs, proposals):
+        step = req.trajectory.steps[req.step_index]
+        samples_total += len(props)
+        samples_valid += sum(p.valid for p in props)
+        sampled = [c.env.normalize_action(p.action) if p.valid else "" for p in props]
+        decision = c.detector.decide(sampled, c.env.normalize_action(step.action))
+        if decision.deliberate:
+            cands = candidates_for(c.env, step, props)
+            if len(cands) > 1:
+                chosen.append((req, cands, decision.score))
+
+    # 3. Execution-guided rollouts of every distinct candidate (skipped by critics that need none).
+    flat = [(req, cand) for req, cands, _ in chosen for cand in cands]
+    rollouts: list[Rollout | None] = [None] * len(flat)
+    if c.critic.needs_rollouts and flat:
+        rollouts = list(c.executor.run(
+            [RolloutRequest(req.trajectory, req.step_index, cand, c.env.max_steps(req.trajectory.task_id))
+             for req, cand in flat], c.env, c.policy, seed=seed))
+
+    # 4. Critique each candidate with the base model.
+    critiques = c.critic.critique([CritiqueRequest(req.trajectory, req.step_index, cand, ro)
+                                   for (req, cand), ro in zip(flat, rollouts)], c.policy, seed=seed)
+
+    # 5. Synthesize one deliberation per chosen step.
+    synth_reqs, offset = [], 0
+    per_step: list[tuple[list[Rollout | None], list]] = []
+    for req, cands, _ in chosen:
+        k = len(cands)
+        synth_reqs.append(SynthesisRequest(req.trajectory, req.step_index, cands, critiques[offset:offset + k]))
+        per_step.append((rollouts[offset:offset + k], critiques[offset:offset + k]))
+        offset += k
+    results = c.synthesizer.synthesize(synth_reqs, c.policy, seed=seed)
+
+    # 6. Assemble: replace thoughts only at deliberated steps.
+    outputs = {id(t): SynthesisOutput(Trajectory.from_dict(t.to_dict()), [], {}) for t in trajs}
+    for (req, cands, score), (ros, crits), res in zip(chosen, per_step, results):
+        out = outputs[id(req.trajectory)]
+        step = out.trajectory.steps[req.step_index]
+        record = DeliberationRecord(
+            task_id=req.trajectory.task_id, step_index=req.step_index, expert_action=step.action,
+            expert_thought=step.thought, candidates=cands, rollouts=[r for r in ros if r is not None],
+            critiques=crits, synthesis=res, detector_score=score)
+        step.thought, step.deliberated = res.thought, True
+        out.records.append(record)
+    for t in trajs:
+        out = outputs[id(t)]
+        out.stats = {
+            "steps": len(t.steps),
+            "deliberated": len(out.records),
+            "candidates": sum(len(r.candidates) for r in out.records),
+            "rollouts": sum(len(r.rollouts) for r in out.records),
+            "rollout_steps": sum(len(ro.steps) for r in out.records for ro in r.rollouts),
+            "fallbacks": sum(r.synthesis.status == "fallback" for r in out.records),
+            "retries": sum(r.synthesis.status == "retried" for r in out.records),
+        }
+    if trajs:
+        outputs[id(trajs[0])].stats.update(samples_total=samples_total, samples_valid=samples_valid)
+    return [outputs[id(t)] for t in trajs]
