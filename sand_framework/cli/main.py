@@ -43,16 +43,17 @@ def main() -> None:
 @click.argument("recipe", required=False)
 @click.argument("overrides", nargs=-1)
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), help="Continue this run directory.")
+@click.option("--run-dir", type=click.Path(file_okay=False), help="Create the run here instead of run.output_dir/NAME-STAMP.")
 @PLUGINS_DIR
 @_friendly
-def run(recipe, overrides, resume, plugin_dirs):
+def run(recipe, overrides, resume, run_dir, plugin_dirs):
     """Run RECIPE (a path or a bundled name like `quickstart`) with key=value OVERRIDES."""
     from sand_framework.engine.runner import run as run_recipe
 
     if recipe and "=" in recipe and resume:  # `sand run --resume DIR` may be followed by nothing else
         overrides = (recipe, *overrides)
         recipe = None
-    metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume)
+    metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir)
     click.echo(json.dumps(metrics["eval"], indent=2))
     click.echo(f"metrics: {path / 'metrics.json'}")
 

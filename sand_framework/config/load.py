@@ -101,7 +101,10 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
             parsed = yaml.safe_load(value) if value != "" else ""
         except yaml.YAMLError:
             parsed = value
-        OmegaConf.update(out, key.strip(), parsed, merge=True, force_add=True)
+        key = key.strip()
+        if key in SLOTS and isinstance(parsed, str):  # `detector=entropy` swaps the component
+            key, parsed = f"{key}.name", parsed
+        OmegaConf.update(out, key, parsed, merge=True, force_add=True)
     if problems:
         raise RecipeError(problems)
     return OmegaConf.to_container(out)  # type: ignore[return-value]

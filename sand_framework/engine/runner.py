@@ -41,7 +41,7 @@ def resolve(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] =
 
 
 def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str] = (),
-        resume: str | None = None) -> tuple[dict[str, Any], Path]:
+        resume: str | None = None, run_dir: str | None = None) -> tuple[dict[str, Any], Path]:
     """Run a recipe in a new run directory, or continue the one at ``resume``."""
     if resume is not None:
         rd = RunDir.open_existing(resume)
@@ -54,7 +54,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         if recipe_ref is None:
             raise RunDirError("give a recipe to run, or --resume RUN_DIR")
         recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
-        rd = RunDir.create(recipe.run.output_dir, recipe.run.name)
+        rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
         rd.write_text("recipe.yaml", yaml.safe_dump(recipe.raw, sort_keys=False))
     rd.lock()
     try:

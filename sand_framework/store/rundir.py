@@ -49,6 +49,15 @@ class RunDir:
         return cls(path)
 
     @classmethod
+    def create_at(cls, path: str | os.PathLike) -> "RunDir":
+        """Use exactly ``path`` (must not already hold a run; resume those with --resume)."""
+        path = Path(path)
+        if (path / "recipe.yaml").exists():
+            raise RunDirError(f"{path} already holds a run; continue it with `sand run --resume {path}`")
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    @classmethod
     def open_existing(cls, path: str | os.PathLike) -> "RunDir":
         path = Path(path)
         if not (path / "recipe.yaml").exists():

@@ -1,0 +1,71 @@
+"""Detectors and the synthesizer's check/retry/fallback logic."""
+
+from __future__ import annotations
+
+import pytest
+from scripted import ScriptedPolicy
+
+from sand_framework.components import SynthesisRequest
+from sand_framework.deliberation import concludes_with, is_deliberation, quoted_actions
+from sand_framework.types import Candidate, Completion, Critique, Step, Trajectory
+
+
+def test_set_size(registries):
+    d = registries.build("detector", "set_size")
+    assert not d.decide(["go", "go", "go"], "go").deliberate
+    assert d.decide(["go", "go", "take"], "go").deliberate
+    assert d.decide(["go", "go"], "take").deliberate  # the expert disagrees with all samples
+    assert not d.decide(["", "", "go"], "go").deliberate  # invalid samples are ignored by default
+    assert registries.build("detector", "set_size", {"count_invalid": True}).decide(["", "go"], "go").deliberate
+
+
+def test_entropy(registries):
+    d = registries.build("detector", "entropy", {"threshold": 0.6})
+    assert not d.decide(["a"] * 5, "a").deliberate
+    assert not d.decide(["a"] * 4 + ["b"], "a").deliberate  # one stray sample: H = 0.45 nats
+    assert d.decide(["a", "a", "b", "b", "c"], "a").deliberate
+    with pytest.raises(ValueError):
+        registries["detector"].get("entropy").Params(threshold=-0.1)
+
+
+def test_deliberation_rule():
+    t = 'If I "move east" I waste a step; "take coin" wins. So I will "take coin".'
+    assert quoted_actions(t) == ["move east", "take coin"] and is_deliberation(t)
+    assert concludes_with(t, "Take coin.") and not concludes_with(t, "move east")
+    assert not is_deliberation('I will "take coin".')
+
+
+class Stubborn(ScriptedPolicy):
+    """Base model that never concludes with the expert action."""
+
+    def generate(self, chats, sampling, role="agent"):
+        self.calls.append((role, len(chats), sampling.n))
+        return [[Completion('I will "move west" or "move north".')] for _ in chats]
+
+
+def _request():
+    traj = Trajectory("t", "e", "instr", "Task: find coin.", [Step("", "take coin", "You win.")])
+    cands = [Candidate("take coin", is_expert=True), Candidate("move west")]
+    crits = [Critique("take coin", "Taking it finishes the task."), Critique("move west", "That wastes a step.")]
+    return SynthesisRequest(traj, 0, cands, crits)
+
+
+def test_synthesizer_accepts_good_thoughts(registries):
+    s = registries.build("synthesizer", "deliberation")
+    [res] = s.synthesize([_request()], ScriptedPolicy(actions=["move west"]))
+    assert res.status == "ok" and concludes_with(res.thought, "take coin")
+
+
+def test_synthesizer_retries_then_falls_back(registries):
+    s = registries.build("synthesizer", "deliberation", {"retries": 2})
+    policy = Stubborn()
+    [res] = s.synthesize([_request()], policy, seed=1)
+    assert res.status == "fallback" and res.attempts == 3 and len(policy.calls) == 3
+    assert concludes_with(res.thought, "take coin") and is_deliberation(res.thought)
+    assert "That wastes a step." in res.thought
+
+
+def test_critic_keeps_three_sentences(registries):
+    from sand_builtins.critics import first_sentences
+
+    assert first_sentences("A. B! C? D. E.") == "A. B! C?"

@@ -1,0 +1,67 @@
+"""Run-directory primitives: atomic writes, checksummed unit logs, the run lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sand_framework.errors import RunDirError
+from sand_framework.store import RunDir, UnitLog
+
+
+def test_unit_log_round_trip_and_torn_line(tmp_path):
+    log = UnitLog(tmp_path / "u.jsonl")
+    log.append("a", {"x": 1})
+    log.append("b", {"x": [1, 2]})
+    with open(log.path, "ab") as f:
+        f.write(b'{"unit": "c", "sha": "0000", "data": {"x"')  # a crash mid-write
+    again = UnitLog(log.path)
+    assert "a" in again and "b" in again and "c" not in again
+    assert again.corrupt == [3]
+    again.append("c", {"x": 3})  # starts on a fresh line despite the torn one
+    third = UnitLog(log.path)
+    assert third.get("c") == {"x": 3} and len(third) == 3
+
+
+def test_unit_log_detects_edited_payload(tmp_path):
+    log = UnitLog(tmp_path / "u.jsonl")
+    log.append("a", {"x": 1})
+    log.path.write_text(log.path.read_text().replace('"x": 1', '"x": 2'))
+    again = UnitLog(log.path)
+    assert "a" not in again and again.corrupt == [1]
+
+
+def test_stage_bookkeeping(tmp_path):
+    rd = RunDir.create(tmp_path, "t")
+    assert not rd.stage_done("expert")
+    rd.mark_done("expert", {"n": 3})
+    assert RunDir(rd.path).stage_result("expert") == {"n": 3}
+
+
+def test_lock_refuses_second_holder_and_ignores_stale_lock(tmp_path):
+    rd = RunDir.create(tmp_path, "t")
+    (rd.path / "recipe.yaml").write_text("{}")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from sand_framework.store import RunDir; rd = RunDir(sys.argv[1]); rd.lock(); "
+        "print('locked', flush=True); time.sleep(60)"), str(rd.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunDirError, match=f"in use by pid {holder.pid}"):
+            RunDir.open_existing(rd.path).lock()
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    time.sleep(0.1)
+    again = RunDir.open_existing(rd.path)
+    again.lock()  # the dead holder's lock is stale
+    again.unlock()
+
+
+def test_open_existing_rejects_non_run_dir(tmp_path):
+    with pytest.raises(RunDirError, match="not a SAND run directory"):
+        RunDir.open_existing(tmp_path)
