@@ -67,8 +67,12 @@ def _import(name: str, what: str) -> ModuleType:
 
 
 def _import_path(path: Path) -> ModuleType:
-    """Import a ``.py`` file or a package directory by path, as its own module name."""
-    name = path.stem if path.is_file() else path.name
+    """Import a ``.py`` file or a package directory by path under a private module name.
+
+    The ``sand_local_plugins.`` prefix keeps a plugin file named ``json.py`` from
+    shadowing the standard library for everything imported after it.
+    """
+    name = "sand_local_plugins." + (path.stem if path.is_file() else path.name)
     target = path if path.is_file() else path / "__init__.py"
     spec = importlib.util.spec_from_file_location(name, target)
     if spec is None or spec.loader is None:
@@ -129,14 +133,18 @@ class PluginSet:
             self.register(module, ep.name, version, "entrypoint")
 
     def load_modules(self, modules: list[str] = (), dirs: list[str] = ()) -> None:
+        deny = _env_list("SAND_PLUGINS_DENY")
         for modname in modules:
-            self.register(_import(modname, modname), modname, "local", "module")
+            if modname not in deny:
+                self.register(_import(modname, modname), modname, "local", "module")
         for d in dirs:
             root = Path(d)
             if not root.is_dir():
                 raise PluginLoadError(f"plugins directory {d!r} does not exist")
             for path in sorted(root.iterdir()):
                 if path.name.startswith(("_", ".")):
+                    continue
+                if path.stem in deny:
                     continue
                 if path.suffix == ".py" or (path.is_dir() and (path / "__init__.py").exists()):
                     self.register(_import_path(path), path.stem, "local", "module")

@@ -7,7 +7,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from sand_framework.components import BASES, Component
-from sand_framework.errors import DuplicateComponentError, UnknownComponentError
+from sand_framework.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
 
 
 @dataclass
@@ -27,14 +27,14 @@ class Registry:
     def add(self, cls: type, plugin: str) -> None:
         base = BASES[self.kind]
         if not (isinstance(cls, type) and issubclass(cls, base)):
-            raise TypeError(
+            raise PluginLoadError(
                 f"plugin {plugin!r} registered {cls!r} as a {self.kind}, but it is not a subclass of "
                 f"sand_framework.components.{base.__name__}"
             )
         if not cls.name:
-            raise TypeError(f"plugin {plugin!r}: {cls.__qualname__} has no `name`")
+            raise PluginLoadError(f"plugin {plugin!r}: {cls.__qualname__} has no `name`")
         if not dataclasses.is_dataclass(cls.Params):
-            raise TypeError(f"plugin {plugin!r}: {cls.__qualname__}.Params must be a dataclass")
+            raise PluginLoadError(f"plugin {plugin!r}: {cls.__qualname__}.Params must be a dataclass")
         if cls.name in self.entries:
             other = self.entries[cls.name].plugin
             raise DuplicateComponentError(

@@ -96,6 +96,7 @@ def plugins(plugin_dirs):
     from sand_framework.plugins import load_plugins
 
     ps = load_plugins(dirs=list(plugin_dirs))
+    ps.registries()  # surfaces duplicate or malformed registrations
     click.echo(json.dumps([dataclasses.asdict(i) for i in ps.info.values()], indent=2))
 
 
@@ -105,7 +106,9 @@ def _params_doc(cls: type) -> list[dict]:
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        out.append({"name": f.name, "type": str(hints[f.name]).replace("typing.", ""), "default": default})
+        tp = hints[f.name]
+        name = tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
+        out.append({"name": f.name, "type": name, "default": default})
     return out
 
 

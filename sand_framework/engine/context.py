@@ -38,6 +38,13 @@ class RunContext:
     def hook(self) -> Any:
         return self.plugins.pm.hook
 
+    def notify(self, hook_name: str, **kwargs: Any) -> None:
+        """Call a lifecycle hook. Observers never steer: a failing one is reported and the run goes on."""
+        try:
+            getattr(self.hook, hook_name)(context=self, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            self.console.print(f"[yellow]warning: a {hook_name} hook failed: {type(exc).__name__}: {exc}")
+
     def component(self, kind: str) -> Any:
         """The one component selected for ``kind`` by the recipe (built on first use)."""
         if kind not in self.components:

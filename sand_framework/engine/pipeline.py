@@ -60,7 +60,7 @@ class Pipeline:
 
     def _stage_end(self, stage: str, summary: dict[str, Any]) -> None:
         self.rd.mark_done(stage, summary)
-        self.ctx.hook.sand_stage_end(context=self.ctx, stage=stage, summary=summary)
+        self.ctx.notify("sand_stage_end", stage=stage, summary=summary)
 
     @property
     def env(self):
@@ -143,7 +143,7 @@ class Pipeline:
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
                     for out in synthesize_batch(todo, comps, seed):
                         for rec in out.records:
-                            self.ctx.hook.sand_step_deliberated(context=self.ctx, record=rec)
+                            self.ctx.notify("sand_step_deliberated", record=rec)
                         log.append(out.trajectory.task_id, {"trajectory": out.trajectory.to_dict(),
                                                             "records": [r.to_dict() for r in out.records],
                                                             "stats": out.stats})
@@ -185,14 +185,15 @@ class Pipeline:
                 task_results = [TaskResult(Trajectory.from_dict(u["trajectory"]), u["prompt_tokens"],
                                            u["completion_tokens"]) for u in log.values(task_ids)]
                 results[model][split] = evaluator.aggregate(task_results)
-        self._stage_end("eval", {})
+        if not self.rd.stage_done("eval"):
+            self._stage_end("eval", {"models": list(ev.models), "splits": list(ev.splits)})
         return results
 
     # -- the loop ------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
         ctx, run = self.ctx, self.recipe.run
-        ctx.hook.sand_run_start(context=ctx)
+        ctx.notify("sand_run_start")
         expert = self.expert()
         weights: dict[str, str | None] = {"base": None}
         weights["iter0"] = weights["sft"] = self.train(0, expert, init=None)
@@ -200,8 +201,10 @@ class Pipeline:
         for k in range(1, run.iterations + 1):
             data = self.synthesize(k, data, weights[f"iter{k - 1}"])
             init = weights[f"iter{k - 1}"] if run.train_from == "previous" else None
+            already = self.rd.stage_done(f"train/iter{k}")
             weights[f"iter{k}"] = self.train(k, data, init=init)
-            ctx.hook.sand_iteration_end(context=ctx, iteration=k, summary=self.rd.stage_result(f"synth/iter{k}"))
+            if not already:
+                ctx.notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(f"synth/iter{k}"))
         weights["final"] = weights[f"iter{run.iterations}"]
         metrics = {
             "run": str(self.rd.path),
@@ -213,7 +216,7 @@ class Pipeline:
         }
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
         self.rd.write_json("metrics.json", metrics)
-        ctx.hook.sand_run_end(context=ctx, metrics=metrics)
+        ctx.notify("sand_run_end", metrics=metrics)
         return metrics
 
 

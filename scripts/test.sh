@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the test suite (the default set: not slow, not gpu).
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m slow`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 SAND_NO_PROGRESS=1
+export SAND_CACHE="${SAND_CACHE:-$PWD/.sand_cache}"
+exec .venv/bin/python -m pytest -q "$@"

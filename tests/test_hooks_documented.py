@@ -1,0 +1,44 @@
+"""Every hookspec has a section in docs/hooks.md, with its real signature (and no section is stale)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from sand_framework import hookspecs
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "hooks.md"
+HEADING = re.compile(r"^#{2,4}\s+`?(sand_\w+)\(([^)]*)\)`?\s*$", re.MULTILINE)
+
+
+def hookspec_names() -> list[str]:
+    return sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+                  if hasattr(fn, "sand_spec"))
+
+
+def documented() -> dict[str, list[str]]:
+    """Hook name -> argument names, from headings like ``### sand_stage_end(context, stage, summary)``."""
+    return {m.group(1): [a.strip() for a in m.group(2).split(",") if a.strip()]
+            for m in HEADING.finditer(DOC.read_text(encoding="utf-8"))}
+
+
+def test_hookspecs_are_found():
+    names = hookspec_names()
+    assert "sand_register_environments" in names and "sand_resolve_model" in names and "sand_run_end" in names
+    assert set(hookspecs.KINDS.values()) <= set(names)
+
+
+@pytest.mark.parametrize("name", hookspec_names())
+def test_hook_is_documented(name):
+    docs = documented()
+    assert name in docs, f"docs/hooks.md has no section for hook {name!r}; add a heading '### {name}(...)'"
+    params = list(inspect.signature(getattr(hookspecs, name)).parameters)
+    assert docs[name] == params, f"docs/hooks.md documents {name}({', '.join(docs[name])}), the spec is {params}"
+
+
+def test_no_stale_sections():
+    stale = set(documented()) - set(hookspec_names())
+    assert not stale, f"docs/hooks.md documents hooks that no longer exist: {sorted(stale)}"
