@@ -168,6 +168,43 @@ def _has_tokenizer(path: str | None) -> bool:
     )
 
 
+def _rich_progress_callback():
+    from transformers import TrainerCallback
+
+    class _RichProgress(TrainerCallback):
+        """Optimizer steps with loss and ETA on a rich progress bar (TRL's own tqdm is off)."""
+
+        def __init__(self, label: str):
+            self.label, self.progress, self.task = label, None, None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            import os as _os
+
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("{task.fields[loss]}"), TextColumn("eta"), TimeRemainingColumn(),
+                                     disable=_os.environ.get("SAND_NO_PROGRESS") == "1")
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=state.max_steps, completed=state.global_step, loss="")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.progress.update(self.task, completed=state.global_step)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                self.progress.update(self.task, loss=f"loss {logs['loss']:.3f}")
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.progress.stop()
+
+    return _RichProgress
+
+
+def RichProgress(label: str):  # noqa: N802 - a class factory; transformers is imported lazily
+    return _rich_progress_callback()(label)
+
+
 class TrlSftTrainer(Trainer):
     """Assistant-only-loss SFT with TRL; LoRA by default, full fine-tune with ``lora: false``."""
 
@@ -258,7 +295,7 @@ class TrlSftTrainer(Trainer):
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
-        callbacks = list(self.extra_callbacks)
+        callbacks = [*self.extra_callbacks, RichProgress(f"train {out.name}")]
         report_to = p.report_to.lower()
         if report_to == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter

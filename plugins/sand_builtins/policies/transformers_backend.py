@@ -1,0 +1,391 @@
+"""The ``transformers`` policy: batched ``generate`` on a frozen base model plus the agent's weights.
+
+One base model is loaded once. The agent's weights are either
+
+* a LoRA adapter directory (has ``adapter_config.json``): attached to the base
+  model in place through peft; switching adapters loads the new one and drops
+  the old, never reloading the base. ``role="base"`` calls run with the adapter
+  disabled, so they see exactly the base weights;
+* a full model directory (has ``config.json``): loaded as a second model;
+* ``None``: the agent is the base model.
+
+Prompts longer than ``max_prompt_tokens`` are shortened by dropping the oldest
+(assistant, observation) pairs after the first three ETO turns (instruction,
+``OK``, task), so the instruction and the task always stay; if that is not
+enough (or the chat has no such pairs), the token sequence is cut from the
+left, which keeps the generation prompt at the end intact.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sand_framework import hookimpl
+from sand_framework.chat_template import CHAT_TEMPLATE
+from sand_framework.components.kinds import Policy
+from sand_framework.errors import ModelUnavailable
+from sand_framework.types import Chat, Completion, Role, SamplingParams
+
+log = logging.getLogger(__name__)
+
+HEAD_TURNS = 3
+"""Instruction, ``OK``, task: never dropped when a prompt is shortened."""
+
+
+@dataclass
+class TransformersParams:
+    dtype: str = "float32"
+    """``float32`` (CPU), ``bfloat16``, ``float16`` or ``auto`` (bf16 on GPU, fp32 on CPU)."""
+    device: str = "auto"
+    """``auto`` (cuda when available, else cpu), ``cpu``, ``cuda``, ``cuda:1``..."""
+    batch_size: int = 16
+    """Maximum sequences (prompts x samples) in one ``generate`` forward."""
+    threads: int = 1
+    """``torch.set_num_threads`` at set-up (process-wide); 0 leaves torch's default."""
+    max_prompt_tokens: int = 2048
+    """Longer prompts drop their oldest turns after the first three (see module doc); 0 = no limit."""
+    stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
+    """Generation stops at, and the text is cut before, the first of these strings."""
+    top_p: float = 1.0
+    top_k: int = 0
+    """0 disables top-k (plain temperature sampling)."""
+    share_prefill: bool = True
+    """With n > 1 samples, encode each prompt once and copy its KV cache to the n sequences
+    (instead of ``num_return_sequences`` re-encoding it n times); falls back if the model's cache cannot."""
+
+
+class TransformersPolicy(Policy):
+    name = "transformers"
+    Params = TransformersParams
+    description = "Hugging Face transformers generate(); LoRA adapters via peft; CPU or GPU."
+
+    def __init__(self, params: TransformersParams | None = None):
+        super().__init__(params)
+        self.tokenizer: Any = None
+        self.model: Any = None
+        """The base model (with peft's LoRA layers injected once an adapter was attached)."""
+        self.peft_model: Any = None
+        self.agent_model: Any = None
+        """A separately loaded full agent model, when the agent weights are a model directory."""
+        self.agent_kind = "base"
+        """``base``, ``adapter`` or ``full``."""
+        self.agent_weights: str | None = None
+        self.base_path: str | None = None
+        self.device: Any = None
+        self.dtype: Any = None
+        self._adapter_seq = 0
+        self._stop_ids: list[int] = []
+        self._stats = {"calls": 0, "sequences": 0, "prompt_tokens": 0, "completion_tokens": 0, "busy_seconds": 0.0}
+
+    # ------------------------------------------------------------------
+    # Loading
+    # ------------------------------------------------------------------
+
+    def setup(self, base_model: str) -> None:
+        import torch
+        from transformers import AutoTokenizer
+
+        if self.params.threads and self.params.threads > 0:
+            torch.set_num_threads(int(self.params.threads))
+        dev = self.params.device
+        if dev == "auto":
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(dev)
+        self.dtype = self._torch_dtype(self.params.dtype)
+        self.base_path = base_model
+        try:
+            tok = AutoTokenizer.from_pretrained(base_model)
+        except OSError as exc:
+            raise ModelUnavailable(f"cannot load tokenizer for {base_model!r}: {exc}") from exc
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        if not getattr(tok, "chat_template", None):
+            tok.chat_template = CHAT_TEMPLATE
+        self.tokenizer = tok
+        self.model = self._load_model(base_model)
+        self._stop_ids = self._eos_ids(self.model)
+
+    def _torch_dtype(self, name: str) -> Any:
+        import torch
+
+        if name == "auto":
+            return torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        try:
+            dtype = getattr(torch, name)
+        except AttributeError:
+            raise ValueError(f"policy 'transformers': unknown dtype {name!r}") from None
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"policy 'transformers': unknown dtype {name!r}")
+        return dtype
+
+    def _load_model(self, path: str) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
+        except OSError as exc:
+            raise ModelUnavailable(f"cannot load model {path!r}: {exc}") from exc
+        model.to(self.device)
+        model.eval()
+        return model
+
+    def _eos_ids(self, model: Any) -> list[int]:
+        ids: list[int] = []
+        eos = model.generation_config.eos_token_id
+        ids += list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
+        for tok in ("<|im_end|>", self.tokenizer.eos_token):
+            if tok and tok in self.tokenizer.get_vocab():
+                ids.append(self.tokenizer.convert_tokens_to_ids(tok))
+        return sorted(set(int(i) for i in ids))
+
+    def set_agent_weights(self, weights: str | None) -> None:
+        self._require_setup()
+        if weights is None:
+            self._drop_full_agent()
+            self.agent_kind, self.agent_weights = "base", None
+            return
+        path = Path(weights)
+        if (path / "adapter_config.json").exists():
+            self._attach_adapter(str(path))
+            self._drop_full_agent()
+            self.agent_kind = "adapter"
+        elif (path / "config.json").exists():
+            self._drop_full_agent()
+            self.agent_model = self._load_model(str(path))
+            self.agent_kind = "full"
+        else:
+            raise ModelUnavailable(
+                f"agent weights {weights!r} are neither a LoRA adapter (adapter_config.json) "
+                "nor a model directory (config.json)"
+            )
+        self.agent_weights = str(path)
+
+    def _attach_adapter(self, path: str) -> None:
+        from peft import PeftModel
+
+        self._adapter_seq += 1
+        name = f"agent{self._adapter_seq}"
+        if self.peft_model is None:
+            self.peft_model = PeftModel.from_pretrained(self.model, path, adapter_name=name, is_trainable=False)
+        else:
+            old = self.peft_model.active_adapter
+            self.peft_model.load_adapter(path, adapter_name=name, is_trainable=False)
+            self.peft_model.set_adapter(name)
+            if old and old != name and old in self.peft_model.peft_config:
+                self.peft_model.delete_adapter(old)
+        self.peft_model.to(self.device)
+        self.peft_model.eval()
+
+    def _drop_full_agent(self) -> None:
+        if self.agent_model is not None:
+            self.agent_model = None
+            gc.collect()
+
+    def _require_setup(self) -> None:
+        if self.model is None:
+            raise RuntimeError("policy 'transformers': call setup(base_model) first")
+
+    # ------------------------------------------------------------------
+    # Prompts
+    # ------------------------------------------------------------------
+
+    def _render(self, chat: Chat) -> list[int]:
+        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_prompt(self, chat: Chat) -> list[int]:
+        """Token ids of ``chat`` with the generation prompt, shortened to ``max_prompt_tokens``."""
+        limit = int(self.params.max_prompt_tokens or 0)
+        ids = self._render(chat)
+        if limit <= 0 or len(ids) <= limit:
+            return ids
+        chat = list(chat)
+        # Drop (assistant, user) pairs right after the head while the chat keeps a final turn.
+        while len(ids) > limit and len(chat) >= HEAD_TURNS + 3 and chat[HEAD_TURNS].get("role") == "assistant":
+            del chat[HEAD_TURNS : HEAD_TURNS + 2]
+            ids = self._render(chat)
+        if len(ids) > limit:
+            ids = ids[-limit:]
+        return ids
+
+    # ------------------------------------------------------------------
+    # Generation
+    # ------------------------------------------------------------------
+
+    def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
+        import torch
+
+        self._require_setup()
+        if role not in ("agent", "base"):
+            raise ValueError(f"role must be 'agent' or 'base', got {role!r}")
+        n = max(1, int(sampling.n))
+        if not chats:
+            return []
+        start = time.perf_counter()
+        greedy = sampling.temperature is None or sampling.temperature <= 0
+        per_chat = 1 if greedy else n
+        if sampling.seed is not None:
+            torch.manual_seed(int(sampling.seed))
+        prompts = [self.encode_prompt(c) for c in chats]
+        bs = max(1, int(self.params.batch_size))
+        seqs_per_call = min(per_chat, bs)
+        chats_per_call = max(1, bs // seqs_per_call)
+        results: list[list[Completion]] = [[] for _ in chats]
+        model, ctx = self._model_for(role)
+        with ctx, torch.inference_mode():
+            done = 0
+            while done < per_chat:
+                k = min(seqs_per_call, per_chat - done)
+                for lo in range(0, len(prompts), chats_per_call):
+                    idx = list(range(lo, min(lo + chats_per_call, len(prompts))))
+                    outs = self._generate_batch(model, [prompts[i] for i in idx], k, sampling, greedy)
+                    for j, i in enumerate(idx):
+                        results[i].extend(outs[j])
+                done += k
+        if greedy and n > 1:
+            results = [[Completion(**c[0].to_dict()) for _ in range(n)] for c in results]
+        self._stats["calls"] += 1
+        self._stats["busy_seconds"] += time.perf_counter() - start
+        return results
+
+    def _model_for(self, role: Role) -> tuple[Any, Any]:
+        import contextlib
+
+        if role == "agent" and self.agent_kind == "full":
+            return self.agent_model, contextlib.nullcontext()
+        if self.peft_model is not None:
+            if role == "agent" and self.agent_kind == "adapter":
+                return self.peft_model, contextlib.nullcontext()
+            return self.peft_model, self.peft_model.disable_adapter()
+        return self.model, contextlib.nullcontext()
+
+    def _generate_batch(
+        self, model: Any, prompts: list[list[int]], k: int, sampling: SamplingParams, greedy: bool
+    ) -> list[list[Completion]]:
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self._stop_ids[0] if self._stop_ids else 0
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            if p:
+                input_ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+                attention[r, width - len(p) :] = 1
+        kwargs: dict[str, Any] = dict(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention.to(self.device),
+            max_new_tokens=max(1, int(sampling.max_new_tokens)),
+            num_return_sequences=k,
+            pad_token_id=pad,
+            eos_token_id=self._stop_ids or None,
+        )
+        if greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(
+                do_sample=True,
+                temperature=float(sampling.temperature),
+                top_p=float(self.params.top_p),
+                top_k=int(self.params.top_k) if self.params.top_k and self.params.top_k > 0 else None,
+            )
+        stops = [s for s in self.params.stop if s]
+        if stops:
+            kwargs.update(stop_strings=stops, tokenizer=self.tokenizer)
+        out = None
+        if k > 1 and self.params.share_prefill and width > 1:
+            out = self._generate_shared_prefill(model, kwargs, k)
+        if out is None:
+            out = model.generate(**kwargs)
+        gen = out[:, width:].tolist()
+        stop_set = set(self._stop_ids)
+        results: list[list[Completion]] = []
+        for r, p in enumerate(prompts):
+            row = []
+            for s in range(k):
+                toks = gen[r * k + s]
+                used = len(toks)
+                for pos, t in enumerate(toks):
+                    if t in stop_set:
+                        used = pos + 1
+                        break
+                text = self._decode(toks[:used])
+                row.append(Completion(text=text, prompt_tokens=len(p), completion_tokens=used))
+                self._stats["sequences"] += 1
+                self._stats["prompt_tokens"] += len(p)
+                self._stats["completion_tokens"] += used
+            results.append(row)
+        return results
+
+    def _generate_shared_prefill(self, model: Any, kwargs: dict[str, Any], k: int) -> Any:
+        """Run the prompts (all but their last token) once, repeat the cache k times, then generate."""
+        import torch
+
+        ids, mask = kwargs["input_ids"], kwargs["attention_mask"]
+        try:
+            from transformers import DynamicCache
+
+            cache = DynamicCache(config=model.config)
+            pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+            model(
+                input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1],
+                past_key_values=cache, use_cache=True,
+            )
+            cache.batch_repeat_interleave(k)
+        except Exception:  # noqa: BLE001 - an architecture whose cache cannot be shared
+            log.debug("shared prefill unavailable; re-encoding the prompt per sample", exc_info=True)
+            return None
+        rest = dict(kwargs)
+        rest.update(
+            input_ids=torch.repeat_interleave(ids, k, dim=0),
+            attention_mask=torch.repeat_interleave(mask, k, dim=0),
+            num_return_sequences=1,
+            past_key_values=cache,
+        )
+        return model.generate(**rest)
+
+    def _decode(self, ids: list[int]) -> str:
+        try:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        except Exception:  # noqa: BLE001 - junk ids must not crash a run
+            log.warning("could not decode %d generated tokens", len(ids), exc_info=True)
+            return ""
+        if not isinstance(text, str):
+            return ""
+        cut = len(text)
+        for s in self.params.stop:
+            if s:
+                pos = text.find(s)
+                if pos != -1:
+                    cut = min(cut, pos)
+        return text[:cut].strip()
+
+    # ------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        if self.tokenizer is None:
+            return super().count_tokens(text)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return dict(self._stats)
+
+    def close(self) -> None:
+        self.peft_model = None
+        self.agent_model = None
+        self.model = None
+        gc.collect()
+
+
+@hookimpl
+def sand_register_policies(register) -> None:
+    register(TransformersPolicy)
