@@ -22,7 +22,9 @@ PLUGINS_DIR = click.option("--plugins-dir", "plugin_dirs", multiple=True, type=c
                            help="Folder of extra plugin modules (repeatable).")
 
 
-def _friendly(fn):
+def friendly(fn):
+    """Turn user-fixable :class:`SandError` failures into one message and the error's exit code."""
+
     @wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -45,7 +47,7 @@ def main() -> None:
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), help="Continue this run directory.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Create the run here instead of run.output_dir/NAME-STAMP.")
 @PLUGINS_DIR
-@_friendly
+@friendly
 def run(recipe, overrides, resume, run_dir, plugin_dirs):
     """Run RECIPE (a path or a bundled name like `quickstart`) with key=value OVERRIDES."""
     from sand_framework.engine.runner import run as run_recipe
@@ -62,7 +64,7 @@ def run(recipe, overrides, resume, run_dir, plugin_dirs):
 @click.argument("recipe")
 @click.argument("overrides", nargs=-1)
 @PLUGINS_DIR
-@_friendly
+@friendly
 def validate(recipe, overrides, plugin_dirs):
     """Check RECIPE and report every problem at once (exit 2 if any)."""
     from sand_framework.engine.runner import resolve
@@ -76,7 +78,7 @@ def validate(recipe, overrides, plugin_dirs):
 @click.argument("recipe")
 @click.argument("overrides", nargs=-1)
 @PLUGINS_DIR
-@_friendly
+@friendly
 def config(recipe, overrides, plugin_dirs):
     """Print the resolved RECIPE (extends and overrides applied, component defaults filled in)."""
     from sand_framework.engine.runner import resolve
@@ -90,7 +92,7 @@ def config(recipe, overrides, plugin_dirs):
 
 @main.command()
 @PLUGINS_DIR
-@_friendly
+@friendly
 def plugins(plugin_dirs):
     """List loaded plugins as JSON: name, version, source and hooks."""
     from sand_framework.plugins import load_plugins
@@ -116,7 +118,7 @@ def _params_doc(cls: type) -> list[dict]:
 @click.argument("kind", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @PLUGINS_DIR
-@_friendly
+@friendly
 def components(kind, as_json, plugin_dirs):
     """List registered components (of one KIND, e.g. detector) with their parameters."""
     from sand_framework.hookspecs import KINDS
@@ -147,6 +149,23 @@ def components(kind, as_json, plugin_dirs):
         table.add_row(r["kind"], r["name"], r["plugin"], params, r["description"])
     Console().print(table)
 
+
+# Command groups living in their own modules (sand data ..., sand env ..., sand report, sand eval).
+# Each module defines a click command or group named ``command``.
+COMMAND_MODULES = ("data", "env", "report", "evaluate")
+
+
+def _add_command_modules() -> None:
+    import importlib
+    import importlib.util
+
+    for mod in COMMAND_MODULES:
+        name = f"sand_framework.cli.{mod}"
+        if importlib.util.find_spec(name) is not None:
+            main.add_command(importlib.import_module(name).command)
+
+
+_add_command_modules()
 
 if __name__ == "__main__":
     main()
