@@ -102,3 +102,25 @@ def write_sharegpt(path: str | os.PathLike, trajectories: list[Trajectory]) -> N
 
 def write_messages(path: str | os.PathLike, trajectories: list[Trajectory]) -> None:
     atomic_write_text(path, "".join(json.dumps(to_messages(t), ensure_ascii=False) + "\n" for t in trajectories))
+
+
+def trajectories_path(out: str | os.PathLike) -> Path:
+    """``expert.json`` -> ``expert.trajectories.jsonl``: the full records written next to a ShareGPT file."""
+    out = Path(out)
+    return out.with_name(out.stem + ".trajectories.jsonl")
+
+
+def write_trajectory_files(out: str | os.PathLike, trajs: list[Trajectory]) -> tuple[Path, Path]:
+    """Write ``out`` (ETO-layout ShareGPT) and :func:`trajectories_path` (``Trajectory.to_dict()`` per line)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_sharegpt(out, trajs)
+    side = trajectories_path(out)
+    atomic_write_text(side, "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in trajs))
+    return out, side
+
+
+def read_trajectories_jsonl(path: str | os.PathLike) -> list[Trajectory]:
+    """Read a ``.trajectories.jsonl`` written by ``sand data``."""
+    with open(path, encoding="utf-8") as f:
+        return [Trajectory.from_dict(json.loads(line)) for line in f if line.strip()]

@@ -33,7 +33,12 @@ ENTRY_POINT_GROUP = "sand"
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "sand_builtins.environments.textworld_express",
+    "sand_builtins.environments.alfworld",
+    "sand_builtins.environments.scienceworld",
+    "sand_builtins.environments.webshop",
     "sand_builtins.policies.transformers_backend",
+    "sand_builtins.policies.vllm_backend",
+    "sand_builtins.policies.openai_client",
     "sand_builtins.detectors",
     "sand_builtins.samplers",
     "sand_builtins.executors",

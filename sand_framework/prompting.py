@@ -16,7 +16,7 @@ MAX_ACTION_CHARS = 200
 """Longer "actions" are model babble, not commands; they count as invalid."""
 
 _ACTION_RE = re.compile(r"action\s*:\s*(.*)", re.IGNORECASE)
-_THOUGHT_RE = re.compile(r"thought\s*:\s*(.*?)(?=\n\s*action\s*:|\Z)", re.IGNORECASE | re.DOTALL)
+_THOUGHT_RE = re.compile(r"thought\s*:[ \t]*(.*?)(?=\n\s*action\s*:|\Z)", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass
@@ -47,7 +47,7 @@ def parse_turn(text: str) -> ParsedTurn:
     if not matches:
         return ParsedTurn(thought or text.strip()[:500], "", False)
     action = matches[-1].group(1).split("\n", 1)[0].strip().strip("`").strip()
-    if not thought:
+    if thought_m is None:  # no 'Thought:' marker: whatever precedes the action is the thought
         thought = text[: matches[-1].start()].strip()
     valid = bool(action) and len(action) <= MAX_ACTION_CHARS and action.isprintable()
     return ParsedTurn(thought, action if valid else "", valid)

@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 SAND_NO_PROGRESS=1
 export SAND_CACHE="${SAND_CACHE:-$PWD/.sand_cache}"
+# ALFWorld game data (the CI clones the repo next to shared/); keep a value set by the caller.
+if [ -z "${ALFWORLD_DATA:-}" ] && [ -d "$PWD/../shared/alfworld/json_2.1.1" ]; then
+  export ALFWORLD_DATA="$(cd "$PWD/../shared/alfworld" && pwd)"
+fi
 exec .venv/bin/python -m pytest -q "$@"

@@ -12,6 +12,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("SAND_NO_PROGRESS", "1")
 os.environ.setdefault("SAND_CACHE", str(Path(__file__).resolve().parent.parent / ".sand_cache"))
+# ALFWorld game data: CI clones the repo next to shared/ (see scripts/test.sh).
+_ALFWORLD = Path(__file__).resolve().parent.parent.parent / "shared" / "alfworld"
+if "ALFWORLD_DATA" not in os.environ and (_ALFWORLD / "json_2.1.1").is_dir():
+    os.environ["ALFWORLD_DATA"] = str(_ALFWORLD)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
 from sand_framework.deliberation import is_deliberation
+from sand_framework.metrics import aggregate_results
 from sand_framework.engine.envpool import EnvPool
 from sand_framework.engine.episodes import Episode, run_lockstep
 from sand_framework.prompting import trajectory_chat
@@ -41,7 +41,8 @@ class GreedyEvaluator(Evaluator):
             cap = self.params.max_steps or e.max_steps(task_id)
             episodes.append((traj, Episode(env=e, chat=trajectory_chat(traj, upto=0), steps_left=cap)))
         run_lockstep([ep for _, ep in episodes], policy,
-                     SamplingParams(temperature=0.0, max_new_tokens=self.params.max_new_tokens), role="agent")
+                     SamplingParams(temperature=0.0, max_new_tokens=self.params.max_new_tokens), role="agent",
+                     pool=self._pools[id(env)])
         results = []
         for traj, ep in episodes:
             for s in ep.steps:
@@ -52,32 +53,13 @@ class GreedyEvaluator(Evaluator):
         return results
 
     def aggregate(self, results: list[TaskResult]) -> dict:
+        """The paper's split metrics, as defined in :mod:`sand_framework.metrics`."""
         return aggregate_results(results)
 
     def close(self) -> None:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
-
-
-def aggregate_results(results: list[TaskResult]) -> dict:
-    """Average reward x100, success rate, deliberation rates and tokens per task over a split."""
-    n = len(results)
-    if n == 0:
-        return {"tasks": 0}
-    steps = [s for r in results for s in r.trajectory.steps]
-    per_traj = [sum(s.deliberated for s in r.trajectory.steps) / max(1, len(r.trajectory.steps)) for r in results]
-    return {
-        "tasks": n,
-        "avg_reward": round(100 * statistics.fmean(r.trajectory.reward for r in results), 2),
-        "success_rate": round(100 * statistics.fmean(float(r.trajectory.success) for r in results), 2),
-        "avg_steps": round(statistics.fmean(len(r.trajectory.steps) for r in results), 2),
-        "deliberation_rate_step": round(sum(s.deliberated for s in steps) / max(1, len(steps)), 4),
-        "deliberation_rate_traj": round(statistics.fmean(per_traj), 4),
-        "invalid_actions_per_task": round(statistics.fmean(r.trajectory.meta.get("invalid_actions", 0) for r in results), 2),
-        "prompt_tokens_per_task": round(statistics.fmean(r.prompt_tokens for r in results), 1),
-        "completion_tokens_per_task": round(statistics.fmean(r.completion_tokens for r in results), 1),
-    }
 
 
 @hookimpl

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
 from sand_framework.engine.envpool import EnvPool
-from sand_framework.engine.episodes import Episode, act, run_lockstep
+from sand_framework.engine.episodes import Episode, act, act_all, run_lockstep
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Rollout, SamplingParams
@@ -19,6 +20,10 @@ class InProcessExecutor(Executor):
     Each branch gets its own warm environment from a pool; the prefix is
     replayed and checked against the expert's recorded observations, so a
     rollout always starts from exactly the expert's state at step t.
+
+    The other executors differ only in where that pool keeps its environments
+    (:meth:`make_pool`): the lock-step loop, and therefore every model call,
+    stays here in the driver, so all executors produce identical rollouts.
     """
 
     name = "in_process"
@@ -39,10 +44,29 @@ class InProcessExecutor(Executor):
         super().__init__(params)
         self._pools: dict[int, EnvPool] = {}
 
+    def make_pool(self, env: Environment) -> EnvPool:
+        """The env-worker pool for ``env``; subclasses put the environments elsewhere."""
+        return EnvPool(env)
+
     def _pool(self, env: Environment) -> EnvPool:
         if id(env) not in self._pools:
-            self._pools[id(env)] = EnvPool(env)
+            self._pools[id(env)] = self.make_pool(env)
         return self._pools[id(env)]
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Environment steps (replays included), replays and survived worker faults, over all pools."""
+        total: dict[str, int] = {}
+        for pool in self._pools.values():
+            for k, v in pool.stats.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    def _cap(self, req: RolloutRequest) -> int:
+        cap = req.max_steps - req.step_index
+        if self.params.max_rollout_steps is not None:
+            cap = min(cap, self.params.max_rollout_steps + 1)
+        return max(1, cap)
 
     def start(self, req: RolloutRequest, env: Environment) -> Episode:
         """Position ``env`` at the request's step, execute the candidate, return the live episode."""
@@ -50,10 +74,7 @@ class InProcessExecutor(Executor):
         prefix = traj.steps[:t]
         expected = [s.observation for s in prefix] if self.params.verify_replay else None
         env.replay(traj.task_id, [s.action for s in prefix], expected)
-        cap = req.max_steps - t
-        if self.params.max_rollout_steps is not None:
-            cap = min(cap, self.params.max_rollout_steps + 1)
-        episode = Episode(env=env, chat=trajectory_chat(traj, upto=t), steps_left=max(1, cap))
+        episode = Episode(env=env, chat=trajectory_chat(traj, upto=t), steps_left=self._cap(req))
         act(episode, req.candidate.thought, req.candidate.action, valid=bool(req.candidate.action))
         return episode
 
@@ -65,19 +86,29 @@ class InProcessExecutor(Executor):
         return out
 
     def _run_wave(self, requests, env, policy: Policy, seed) -> list[Rollout]:
-        envs = self._pool(env).take(len(requests))
-        episodes, rollouts = [], []
-        for req, e in zip(requests, envs):
+        pool = self._pool(env)
+        handles = pool.take(len(requests))
+        # Position every branch at its prefix (one parallel call), then execute all candidates (one more).
+        positioned = pool.replay_all([
+            (h, req.trajectory.task_id, [s.action for s in req.trajectory.steps[:req.step_index]],
+             [s.observation for s in req.trajectory.steps[:req.step_index]] if self.params.verify_replay else None)
+            for req, h in zip(requests, handles)])
+        episodes: list[Episode | None] = []
+        rollouts = []
+        for req, h, res in zip(requests, handles, positioned):
             rollout = Rollout(task_id=req.trajectory.task_id, prefix_len=req.step_index, candidate=req.candidate.action)
-            try:
-                episodes.append(self.start(req, e))
-            except ReplayMismatch as exc:
-                rollout.error = str(exc)
+            if isinstance(res, ReplayMismatch):
+                rollout.error = str(res)
                 episodes.append(None)
+            else:
+                episodes.append(Episode(env=h, chat=trajectory_chat(req.trajectory, upto=req.step_index),
+                                        steps_left=self._cap(req)))
             rollouts.append(rollout)
         live = [ep for ep in episodes if ep is not None]
+        act_all(live, [(req.candidate.thought, req.candidate.action, bool(req.candidate.action))
+                       for req, ep in zip(requests, episodes) if ep is not None], pool)
         sp = SamplingParams(temperature=self.params.temperature, max_new_tokens=self.params.max_new_tokens, seed=seed)
-        run_lockstep(live, policy, sp, role="agent")
+        run_lockstep(live, policy, sp, role="agent", pool=pool)
         for rollout, ep in zip(rollouts, episodes):
             if ep is not None:
                 rollout.steps, rollout.reward, rollout.success, rollout.done = ep.steps, ep.reward, ep.success, ep.done
@@ -89,6 +120,81 @@ class InProcessExecutor(Executor):
         self._pools.clear()
 
 
+class ProcessPoolExecutor(InProcessExecutor):
+    """Like ``in_process``, but the environments live warm in worker processes and each lock-step depth's
+    steps run in parallel across them; model calls stay batched in the driver.
+
+    Workers rebuild the environment from its spec. A worker that dies is
+    restarted and its episodes replayed (``stats["faults_survived"]``).
+    """
+
+    name = "process_pool"
+    description = "lock-step batched rollouts; environments stepped in parallel in local worker processes"
+
+    @dataclass
+    class Params(InProcessExecutor.Params):
+        workers: int = 2
+        """Worker processes; branch i lives in worker i % workers."""
+        start_method: str = "spawn"
+        """``spawn`` or ``forkserver`` (never ``fork``: the driver may hold model threads)."""
+        max_restarts: int = 3
+        """Restarts of dead workers tolerated within one parallel call."""
+
+    def make_pool(self, env: Environment) -> EnvPool:
+        from sand_framework.engine.envpool import ProcessEnvPool
+
+        if self.params.start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"executor process_pool: start_method must be spawn or forkserver, "
+                             f"got {self.params.start_method!r}")
+        return ProcessEnvPool(env, workers=self.params.workers, start_method=self.params.start_method,
+                              max_restarts=self.params.max_restarts)
+
+    def worker_pids(self) -> list[int | None]:
+        return [pid for pool in self._pools.values() for pid in pool.pids()]
+
+
+class RayExecutor(InProcessExecutor):
+    """Like ``in_process``, but the environments live warm in Ray actors (local or on a cluster).
+
+    Ray restarts a lost actor and retries its call; the episode is replayed on
+    the restarted actor (``stats["faults_survived"]``). Ray is imported on
+    first use: ``pip install 'sand-framework[ray]'``.
+    """
+
+    name = "ray"
+    description = "lock-step batched rollouts; environments stepped in parallel in Ray actors"
+
+    @dataclass
+    class Params(InProcessExecutor.Params):
+        address: str | None = None
+        """``ray://head:10001`` or ``auto`` for an existing cluster; null starts (or reuses) a local instance."""
+        num_workers: int = 2
+        """Env actors; branch i lives in actor i % num_workers."""
+        num_cpus: float = 1.0
+        """CPUs reserved per actor."""
+        max_restarts: int = 3
+        """Ray restarts of a lost actor."""
+        max_task_retries: int = 3
+        """Ray retries of a call that was running on a lost actor."""
+        actor_options: dict[str, Any] = field(default_factory=dict)
+        """Extra ``ray.remote(...).options(...)`` (resources, runtime_env, scheduling_strategy...)."""
+        init_options: dict[str, Any] = field(default_factory=dict)
+        """Extra ``ray.init(...)`` arguments when this executor initializes Ray (e.g. runtime_env)."""
+
+    def make_pool(self, env: Environment) -> EnvPool:
+        from sand_framework.engine.raypool import RayEnvPool
+
+        p = self.params
+        return RayEnvPool(env, num_workers=p.num_workers, address=p.address, num_cpus=p.num_cpus,
+                          max_restarts=p.max_restarts, max_task_retries=p.max_task_retries,
+                          actor_options=dict(p.actor_options), init_options=dict(p.init_options))
+
+    def worker_pids(self) -> list[int]:
+        return [pid for pool in self._pools.values() for pid in pool.pids()]
+
+
 @hookimpl
 def sand_register_executors(register):
     register(InProcessExecutor)
+    register(ProcessPoolExecutor)
+    register(RayExecutor)

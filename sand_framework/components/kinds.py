@@ -71,6 +71,17 @@ class Environment(Component, abc.ABC):
     def splits(self) -> list[str]:
         return ["train", "seen", "unseen"]
 
+    def task_id_from_eto(self, eto_id: str, trajectory: Trajectory | None = None) -> str:
+        """This environment's task id for a trajectory from ETO's expert files (``sand data import-eto``).
+
+        ETO's ids do not always address a task on their own (ALFWorld's are
+        serial numbers), so the imported ``trajectory`` (task text, actions,
+        observations) is passed too. The default keeps the id. Raise
+        ``ValueError`` when no task matches; the importer reports it and
+        skips that trajectory.
+        """
+        return str(eto_id)
+
     def normalize_action(self, action: str) -> str:
         """Canonical form used to decide whether two actions are the same."""
         return re.sub(r"\s+", " ", action.strip().lower()).rstrip(".")

@@ -8,10 +8,11 @@ treatment of invalid actions, same step caps, same token accounting).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sand_framework.components import Environment, Policy
 from sand_framework.prompting import format_observation, format_turn, parse_turn
-from sand_framework.types import Chat, Role, SamplingParams, Step
+from sand_framework.types import Chat, Role, SamplingParams, Step, StepResult
 
 INVALID_FEEDBACK = "Invalid reply: answer with one line 'Thought: ...' and one line 'Action: <a valid action>'."
 
@@ -20,7 +21,8 @@ INVALID_FEEDBACK = "Invalid reply: answer with one line 'Thought: ...' and one l
 class Episode:
     """A live episode: its environment (already positioned), chat so far and bookkeeping."""
 
-    env: Environment
+    env: Environment | Any
+    """The environment, or the handle of a pooled one (see :mod:`sand_framework.engine.envpool`)."""
     chat: Chat
     steps_left: int
     steps: list[Step] = field(default_factory=list)
@@ -40,13 +42,20 @@ class Episode:
             self.done = True
 
 
-def act(episode: Episode, thought: str, action: str, valid: bool = True) -> None:
-    """Apply one agent turn: step the environment, or record an invalid reply without stepping it."""
-    if not valid:
+class _Direct:
+    """Steps handles that are environments, one after another (what a local :class:`EnvPool` does)."""
+
+    @staticmethod
+    def step_all(pairs: list[tuple[Any, str]]) -> list[StepResult]:
+        return [env.step(action) for env, action in pairs]
+
+
+def apply(episode: Episode, thought: str, action: str, result: StepResult | None) -> None:
+    """Record one agent turn whose environment step (``result``) is known; ``None`` = invalid reply, no step."""
+    if result is None:
         episode.invalid_actions += 1
         episode.record(thought, action, INVALID_FEEDBACK)
         return
-    result = episode.env.step(action)
     episode.reward = max(0.0, min(1.0, result.reward))
     episode.success = episode.success or result.success
     episode.record(thought, action, result.observation)
@@ -56,8 +65,26 @@ def act(episode: Episode, thought: str, action: str, valid: bool = True) -> None
         episode.done = True
 
 
-def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingParams, role: Role = "agent") -> None:
-    """Advance every episode until done, batching all live chats into one ``generate`` per step."""
+def act_all(episodes: list[Episode], turns: list[tuple[str, str, bool]], pool: Any = None) -> None:
+    """Apply one turn ``(thought, action, valid)`` to each episode, stepping all their environments in one
+    ``pool.step_all`` call (in parallel where the pool's environments live in workers)."""
+    stepped = [(ep, turn) for ep, turn in zip(episodes, turns) if turn[2]]
+    stepper = _Direct if pool is None else pool
+    results = stepper.step_all([(ep.env, turn[1]) for ep, turn in stepped]) if stepped else []
+    by_episode = {id(ep): res for (ep, _), res in zip(stepped, results)}
+    for ep, (thought, action, valid) in zip(episodes, turns):
+        apply(ep, thought, action, by_episode[id(ep)] if valid else None)
+
+
+def act(episode: Episode, thought: str, action: str, valid: bool = True, pool: Any = None) -> None:
+    """Apply one agent turn: step the environment, or record an invalid reply without stepping it."""
+    act_all([episode], [(thought, action, valid)], pool)
+
+
+def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingParams, role: Role = "agent",
+                 pool: Any = None) -> None:
+    """Advance every episode until done: per depth, one batched ``generate`` for all live chats, then one
+    ``pool.step_all`` for all their environments (``pool=None``: the episodes hold environments, stepped here)."""
     sampling = SamplingParams(n=1, temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
                               seed=sampling.seed)
     step = 0
@@ -68,9 +95,11 @@ def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingPara
         if sampling.seed is not None:
             sampling.seed = sampling.seed + step
         outputs = policy.generate([e.chat for e in live], sampling, role=role)
+        turns = []
         for episode, (completion, *_) in zip(live, outputs):
             episode.prompt_tokens += completion.prompt_tokens
             episode.completion_tokens += completion.completion_tokens
             turn = parse_turn(completion.text)
-            act(episode, turn.thought, turn.action, turn.valid)
+            turns.append((turn.thought, turn.action, turn.valid))
+        act_all(live, turns, pool)
         step += 1

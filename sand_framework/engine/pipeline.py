@@ -21,16 +21,20 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from pathlib import Path
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sand_framework.components import TaskResult, TrainRequest
+from sand_framework.components import TrainRequest
 from sand_framework.engine.context import RunContext
-from sand_framework.engine.synthesis import Components, synthesize_batch
+from sand_framework.engine.expert import expert_trajectory
+from sand_framework.engine.evaluation import evaluate_tasks
+from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
+from sand_framework.errors import RecipeError
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
-from sand_framework.types import DeliberationRecord, Step, Trajectory
+from sand_framework.types import DeliberationRecord, Trajectory
 
 T = TypeVar("T")
 
@@ -75,6 +79,11 @@ class Pipeline:
         log = self.rd.units("expert", "trajectories.units.jsonl")
         if data.source != "env":
             if "expert" not in log:
+                if not data.path or not Path(data.path).is_file():
+                    raise RecipeError([f"data.path: expert file {data.path!r} not found; make one with "
+                                       f"`sand data import-eto FILE --env {self.env.name} -o OUT` or "
+                                       f"`sand data expert --env {self.env.name} --split train -o OUT`, or use "
+                                       "data.source=env"])
                 reader = read_sharegpt if data.source == "sharegpt" else read_messages
                 trajs = reader(data.path, self.env.name)[: data.limit]
                 log.append("expert", [t.to_dict() for t in trajs])
@@ -95,16 +104,7 @@ class Pipeline:
         return kept
 
     def expert_trajectory(self, task_id: str) -> Trajectory:
-        env = self.env
-        task = env.reset(task_id)
-        traj = Trajectory(task_id=task_id, env=env.name, instruction=env.instruction(), task=task)
-        for action in env.expert_actions(task_id):
-            res = env.step(action)
-            traj.steps.append(Step(thought="", action=action, observation=res.observation))
-            traj.reward, traj.success = res.reward, res.success
-            if res.done:
-                break
-        return traj
+        return expert_trajectory(self.env, task_id)
 
     def train(self, iteration: int, trajs: list[Trajectory], init: str | None) -> str:
         stage = f"train/iter{iteration}"
@@ -131,8 +131,9 @@ class Pipeline:
         if not self.rd.stage_done(stage):
             policy = self.ctx.policy()
             policy.set_agent_weights(agent_weights)
-            comps = Components(env=self.env, policy=policy, **{k: self.ctx.component(k) for k in
-                               ("detector", "sampler", "executor", "critic", "synthesizer")})
+            comps = Components(env=self.env, policy=policy, rollout_cache=RolloutCache(),
+                               **{k: self.ctx.component(k) for k in
+                                  ("detector", "sampler", "executor", "critic", "synthesizer")})
             with self.progress() as prog:
                 bar = prog.add_task(f"synthesis iter {iteration}", total=len(trajs),
                                     completed=sum(t in log for t in order))
@@ -169,25 +170,18 @@ class Pipeline:
             for split in ev.splits:
                 task_ids = self.env.tasks(split)[: ev.limit]
                 log = self.rd.units("eval", model, f"{split}.units.jsonl")
-                todo = [t for t in task_ids if t not in log]
-                if todo:
-                    policy = self.ctx.policy()
-                    policy.set_agent_weights(weights[model])
-                    with self.progress() as prog:
-                        bar = prog.add_task(f"eval {model}/{split}", total=len(task_ids),
-                                            completed=len(task_ids) - len(todo))
-                        for batch in chunks(todo, ev.batch_size):
-                            for res in evaluator.evaluate(batch, self.env, policy):
-                                log.append(res.trajectory.task_id, {
-                                    "trajectory": res.trajectory.to_dict(), "prompt_tokens": res.prompt_tokens,
-                                    "completion_tokens": res.completion_tokens})
-                                prog.advance(bar)
-                task_results = [TaskResult(Trajectory.from_dict(u["trajectory"]), u["prompt_tokens"],
-                                           u["completion_tokens"]) for u in log.values(task_ids)]
+                task_results = evaluate_tasks(
+                    task_ids, log, evaluator, self.env, lambda m=model: self._agent(weights[m]), ev.batch_size,
+                    self.progress(), f"eval {model}/{split}")
                 results[model][split] = evaluator.aggregate(task_results)
         if not self.rd.stage_done("eval"):
             self._stage_end("eval", {"models": list(ev.models), "splits": list(ev.splits)})
         return results
+
+    def _agent(self, weights: str | None):
+        policy = self.ctx.policy()
+        policy.set_agent_weights(weights)
+        return policy
 
     # -- the loop ------------------------------------------------------------------
 

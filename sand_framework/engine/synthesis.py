@@ -37,6 +37,48 @@ class SynthesisOutput:
 
 
 @dataclass
+class RolloutCache:
+    """Rollouts of one iteration keyed by ``(task_id, prefix actions, candidate)`` (actions normalized).
+
+    A rollout depends only on the task, the state reached by the prefix and the
+    candidate (plus sampling noise), so identical branches, which appear when
+    the same task's trajectory occurs more than once in the data or when a
+    batch is resynthesized, are executed once per iteration. The pipeline
+    keeps one cache per iteration; a fresh one per call otherwise.
+    """
+
+    entries: dict[tuple, Rollout] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    @staticmethod
+    def key(env: Environment, req: RolloutRequest) -> tuple:
+        prefix = tuple(env.normalize_action(s.action) for s in req.trajectory.steps[:req.step_index])
+        return (req.trajectory.task_id, prefix, env.normalize_action(req.candidate.action))
+
+    def run(self, executor: Executor, requests: list[RolloutRequest], env: Environment, policy: Policy,
+            seed: int | None) -> list[Rollout]:
+        """Rollouts for ``requests``: cached ones reused, the distinct rest run in one ``executor.run``."""
+        keys = [self.key(env, r) for r in requests]
+        todo: dict[tuple, RolloutRequest] = {}
+        for k, r in zip(keys, requests):
+            if k in self.entries or k in todo:
+                self.hits += 1
+            else:
+                todo[k] = r
+        self.misses += len(todo)
+        if todo:
+            for k, ro in zip(todo, executor.run(list(todo.values()), env, policy, seed=seed)):
+                self.entries[k] = ro
+        out = []
+        for k, r in zip(keys, requests):
+            ro = Rollout.from_dict(self.entries[k].to_dict())
+            ro.candidate = r.candidate.action
+            out.append(ro)
+        return out
+
+
+@dataclass
 class Components:
     env: Environment
     policy: Policy
@@ -45,6 +87,8 @@ class Components:
     executor: Executor
     critic: Critic
     synthesizer: Synthesizer
+    rollout_cache: RolloutCache | None = None
+    """Shared across the batches of one iteration (the pipeline sets it); None: one per call."""
 
 
 def candidates_for(env: Environment, step: Step, proposals: list) -> list[Candidate]:
@@ -86,9 +130,15 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
     flat = [(req, cand) for req, cands, _ in chosen for cand in cands]
     rollouts: list[Rollout | None] = [None] * len(flat)
     if c.critic.needs_rollouts and flat:
-        rollouts = list(c.executor.run(
+        cache = c.rollout_cache if c.rollout_cache is not None else RolloutCache()
+        hits_before = cache.hits
+        rollouts = list(cache.run(
+            c.executor,
             [RolloutRequest(req.trajectory, req.step_index, cand, c.env.max_steps(req.trajectory.task_id))
              for req, cand in flat], c.env, c.policy, seed=seed))
+        rollout_cache_hits = cache.hits - hits_before
+    else:
+        rollout_cache_hits = 0
 
     # 4. Critique each candidate with the base model.
     critiques = c.critic.critique([CritiqueRequest(req.trajectory, req.step_index, cand, ro)
@@ -127,5 +177,6 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             "retries": sum(r.synthesis.status == "retried" for r in out.records),
         }
     if trajs:
-        outputs[id(trajs[0])].stats.update(samples_total=samples_total, samples_valid=samples_valid)
+        outputs[id(trajs[0])].stats.update(samples_total=samples_total, samples_valid=samples_valid,
+                                           rollout_cache_hits=rollout_cache_hits)
     return [outputs[id(t)] for t in trajs]

@@ -1,0 +1,86 @@
+"""Generation speed of the policies: n samples x ~30 tokens for a ~500-token ETO-style prompt.
+
+    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/policy_speed.py [--backends transformers,vllm]
+
+Prints one JSON line per backend: set-up seconds, and the seconds of each
+repeated call (the first vLLM call warms the prefix cache; later calls of the
+same prompt hit it, as SAND's per-step sampling does for the shared ETO head).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+
+def eto_chat(target_tokens: int, count) -> list[dict[str, str]]:
+    chat = [
+        {"role": "user", "content": "You are playing a text game. Interact with the household to solve a task. "
+         "Each turn answer with 'Thought: ...' then 'Action: ...'. Valid actions: look, inventory, "
+         "take OBJ, put OBJ in RECEPTACLE, open OBJ, close OBJ, move to ROOM, examine OBJ."},
+        {"role": "assistant", "content": "OK"},
+        {"role": "user", "content": "Your task is to find a coin. You are in the kitchen. You see a fridge, "
+         "a counter, an oven and a door to the west that is open."},
+    ]
+    i = 0
+    while count(chat) < target_tokens:
+        chat += [{"role": "assistant", "content": f"Thought: I should look around the room number {i}.\n"
+                  f"Action: examine counter {i}"},
+                 {"role": "user", "content": f"Observation: The counter {i} is empty apart from a dusty "
+                  "recipe book and a wooden spoon."}]
+        i += 1
+    return chat
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backends", default="transformers,vllm")
+    ap.add_argument("--n", type=int, default=5)
+    ap.add_argument("--tokens", type=int, default=30)
+    ap.add_argument("--prompt-tokens", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--vllm-lora-mode", default="adapter",
+                    help="adapter: engine started with enable_lora (slower CPU kernels); merge: plain engine")
+    args = ap.parse_args()
+
+    from transformers import AutoTokenizer
+
+    from sand_framework.plugins import load_plugins
+    from sand_framework.types import SamplingParams
+
+    plugins = load_plugins()
+    model = plugins.resolve_model("smollm2-135m", os.environ.get("SAND_CACHE", ".sand_cache"))
+    tok = AutoTokenizer.from_pretrained(model)
+
+    def count(chat):
+        return len(tok(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False),
+                       add_special_tokens=False)["input_ids"])
+
+    chat = eto_chat(args.prompt_tokens, count)
+    # Stop only at end-of-turn / max tokens, so every backend generates the same lengths.
+    sampling = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.tokens, seed=0)
+    params = {
+        "transformers": {"threads": 1, "stop": [], "dtype": "float32"},
+        "vllm": {"stop": [], "max_model_len": 1024, "kv_cache_space_gb": 1, "lora_mode": args.vllm_lora_mode},
+    }
+    for name in args.backends.split(","):
+        pol = plugins.registries().build("policy", name, params.get(name, {}))
+        t0 = time.perf_counter()
+        pol.setup(model)
+        setup_s = time.perf_counter() - t0
+        calls = []
+        for r in range(args.repeats):
+            t0 = time.perf_counter()
+            out = pol.generate([chat], SamplingParams(**{**sampling.to_dict(), "seed": r}))
+            calls.append(round(time.perf_counter() - t0, 3))
+        toks = [c.completion_tokens for c in out[0]]
+        print(json.dumps({"backend": name, "params": params.get(name, {}), "prompt_tokens": out[0][0].prompt_tokens, "n": args.n,
+                          "completion_tokens": toks, "setup_s": round(setup_s, 2), "call_s": calls,
+                          "stats": pol.stats}), flush=True)
+        pol.close()
+
+
+if __name__ == "__main__":
+    main()

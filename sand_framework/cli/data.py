@@ -1,0 +1,168 @@
+"""``sand data``: make expert trajectory files.
+
+* ``sand data import-eto FILE --env ENV -o OUT`` converts ETO's ShareGPT
+  expert files (``alfworld_sft.json``, ``sciworld_sft.json``,
+  ``webshop_sft.json``) to this framework's task ids.
+* ``sand data expert --env ENV --split SPLIT -o OUT`` runs the environment's
+  own expert, optionally with thoughts written by a model.
+
+Both write the same two files: ``OUT`` (ETO-layout ShareGPT JSON, ``id`` =
+the environment's task id; a recipe reads it with ``data.source: sharegpt``)
+and ``OUT``'s stem + ``.trajectories.jsonl`` (one ``Trajectory.to_dict()``
+per line, keeping reward, success and ``meta``: ETO's id and extra fields).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import yaml
+
+from sand_framework.cli.common import PLUGINS_DIR, friendly
+from sand_framework.errors import SandError
+from sand_framework.eto import import_eto
+from sand_framework.formats import write_trajectory_files as write_outputs
+
+
+class DataError(SandError):
+    exit_code = 2
+
+
+def _parse_sets(items: tuple[str, ...], what: str) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise DataError(f"{what} {item!r} is not key=value")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def build_env(name: str, params: dict[str, Any], plugin_dirs: list[str]):
+    from sand_framework.plugins import load_plugins
+
+    regs = load_plugins(dirs=plugin_dirs).registries()
+    try:
+        return regs.build("environment", name, params or None)
+    except TypeError as exc:  # unknown Params field
+        raise DataError(f"environment {name!r}: bad parameter ({exc})") from exc
+
+
+def _report(problems: list[str], shown: int = 10) -> None:
+    for p in problems[:shown]:
+        click.echo(f"warning: {p}", err=True)
+    if len(problems) > shown:
+        click.echo(f"warning: ... and {len(problems) - shown} more", err=True)
+
+
+@click.group(name="data")
+def command() -> None:
+    """Make expert trajectory files (ETO import, environment experts)."""
+
+
+@command.command("import-eto")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--env", "env_name", required=True, help="Environment the trajectories belong to (alfworld, scienceworld, webshop, ...).")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              help="ShareGPT JSON to write; OUT's stem + .trajectories.jsonl is written next to it.")
+@click.option("--set", "env_sets", multiple=True, metavar="KEY=VALUE", help="Environment parameter (repeatable).")
+@click.option("--limit", type=int, default=None, help="Import at most this many records.")
+@click.option("--verify/--no-verify", default=False, help="Replay each trajectory in the environment (needs it installed).")
+@PLUGINS_DIR
+@friendly
+def import_eto_cmd(file, env_name, out, env_sets, limit, verify, plugin_dirs):
+    """Convert ETO expert FILE (ShareGPT JSON) to this framework's task ids."""
+    env = build_env(env_name, _parse_sets(env_sets, "--set"), list(plugin_dirs))
+    try:
+        trajs, problems = import_eto(file, env, limit=limit, verify=verify)
+    finally:
+        env.close()
+    _report(problems)
+    if not trajs:
+        raise DataError(f"{file}: no trajectory could be imported for environment {env_name!r}")
+    sharegpt, side = write_outputs(out, trajs)
+    click.echo(f"imported {len(trajs)} trajectories ({len(problems)} skipped) -> {sharegpt}, {side}")
+
+
+# --------------------------------------------------------------------------- expert
+
+
+@command.command("expert")
+@click.option("--env", "env_name", default=None, help="Environment name (default: the recipe's).")
+@click.option("--split", default="train", show_default=True)
+@click.option("--limit", type=int, default=None, help="First K tasks of the split.")
+@click.option("--recipe", default=None, help="Take environment, policy and model settings from this recipe.")
+@click.option("--set", "env_sets", multiple=True, metavar="KEY=VALUE", help="Environment parameter (repeatable).")
+@click.option("--thoughts-model", default=None, help="Have this model (alias, path or hub id) write each step's thought.")
+@click.option("--policy", "policy_name", default=None, help="Policy component for --thoughts-model (default: the recipe's, else transformers).")
+@click.option("--keep-failed", is_flag=True, help="Also write trajectories where the expert did not succeed.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False))
+@PLUGINS_DIR
+@friendly
+def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_name, keep_failed, out, plugin_dirs):
+    """Expert trajectories from the environment's own expert (thoughts empty unless --thoughts-model)."""
+    from sand_framework.engine.context import cache_dir
+    from sand_framework.engine.expert import expert_trajectory, write_thoughts
+    from sand_framework.plugins import load_plugins
+
+    env_params: dict[str, Any] = {}
+    policy_params: dict[str, Any] = {}
+    modules: list[str] = []
+    dirs = list(plugin_dirs)
+    if recipe:
+        from sand_framework.engine.runner import resolve
+
+        r, _, _ = resolve(recipe, [], dirs)
+        modules, dirs = list(r.plugins.modules), dirs + list(r.plugins.dirs)
+        rname, rparams = r.slots["environment"]
+        if env_name in (None, rname):
+            env_name, env_params = rname, _asdict(rparams)
+        pname, pparams = r.slots["policy"]
+        if policy_name in (None, pname):
+            policy_name, policy_params = pname, _asdict(pparams)
+    if env_name is None:
+        raise DataError("give --env or --recipe")
+    env_params.update(_parse_sets(env_sets, "--set"))
+    plugins = load_plugins(modules, dirs)
+    regs = plugins.registries()
+    try:
+        env = regs.build("environment", env_name, env_params or None)
+    except TypeError as exc:  # a parameter the environment does not have
+        raise DataError(f"environment {env_name!r}: bad parameter ({exc})") from exc
+    try:
+        task_ids = env.tasks(split)[:limit]
+        trajs, failed = [], []
+        for tid in task_ids:
+            t = expert_trajectory(env, tid)
+            (trajs if t.success else failed).append(t)
+        if keep_failed:
+            order = {tid: i for i, tid in enumerate(task_ids)}
+            trajs = sorted(trajs + failed, key=lambda t: order[t.task_id])
+    finally:
+        env.close()
+    if failed:
+        click.echo(f"warning: the expert failed on {len(failed)} of {len(task_ids)} tasks"
+                   f"{'' if keep_failed else ' (not written)'}: {', '.join(t.task_id for t in failed[:5])}", err=True)
+    if thoughts_model:
+        policy = regs.build("policy", policy_name or "transformers", policy_params or None)
+        try:
+            policy.setup(plugins.resolve_model(thoughts_model, cache_dir()))
+            write_thoughts(trajs, policy)
+        finally:
+            policy.close()
+    if not trajs:
+        raise DataError(f"no expert trajectory succeeded on {env_name}/{split}")
+    sharegpt, side = write_outputs(out, trajs)
+    click.echo(f"wrote {len(trajs)} expert trajectories -> {sharegpt}, {side}")
+
+
+def _asdict(params: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else dict(params or {})
+
+
+if __name__ == "__main__":  # pragma: no cover
+    command(sys.argv[1:])

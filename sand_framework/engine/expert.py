@@ -1,0 +1,86 @@
+"""Expert trajectories: the environment's own expert, replay checks and model-written thoughts.
+
+Shared by the pipeline's ``expert`` stage and ``sand data expert`` so both
+produce the same trajectories.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from sand_framework.components import Environment, Policy
+from sand_framework.types import SamplingParams, Step, Trajectory
+
+
+def expert_trajectory(env: Environment, task_id: str) -> Trajectory:
+    """Run ``env``'s expert on ``task_id``; thoughts are empty."""
+    task = env.reset(task_id)
+    traj = Trajectory(task_id=task_id, env=env.name, instruction=env.instruction(), task=task)
+    for action in env.expert_actions(task_id):
+        res = env.step(action)
+        traj.steps.append(Step(thought="", action=action, observation=res.observation))
+        traj.reward, traj.success = res.reward, res.success
+        if res.done:
+            break
+    return traj
+
+
+def replay_outcome(env: Environment, traj: Trajectory, check_observations: bool = True) -> tuple[float, bool]:
+    """Reset and replay ``traj``'s actions; return (reward, success). Raises ReplayMismatch on divergence."""
+    expected: list[str | None] | None = None
+    if check_observations:
+        expected = [s.observation for s in traj.steps]
+        if expected and not expected[-1]:
+            expected[-1] = None  # ShareGPT files end on the agent's turn: the last observation is not stored
+    results = env.replay(traj.task_id, traj.actions, expected=expected)
+    if not results:
+        return 0.0, False
+    return results[-1].reward, results[-1].success
+
+
+THOUGHT_PROMPT = """You are writing the reasoning of an agent that acts in a text environment.
+
+{task}
+
+Recent history:
+{history}
+
+Next action: {action}
+
+In one or two short first-person sentences, explain why "{action}" is the right next step. \
+Do not mention that the action was given to you.
+Reasoning:"""
+
+
+def _history(traj: Trajectory, i: int, k: int = 3) -> str:
+    lines = [f"> {s.action}\n{s.observation}" for s in traj.steps[max(0, i - k):i]]
+    return "\n".join(lines) if lines else "(none yet)"
+
+
+def _clean_thought(text: str) -> str:
+    text = " ".join(text.replace("\x00", "").split())
+    text = re.split(r"\b(?:Action|Observation)\s*:", text, maxsplit=1)[0].strip()
+    parts = re.split(r"(?<=[.!?])\s+", text)
+    return " ".join(parts[:2]).strip()
+
+
+def write_thoughts(trajs: list[Trajectory], policy: Policy, max_new_tokens: int = 60, seed: int | None = 0,
+                   batch_size: int = 16, progress: Callable[[int], None] | None = None) -> None:
+    """Fill every step's thought with a short "why this action" written by the base model (in place).
+
+    One base-model call per step, greedy, batched across steps. A step the
+    model leaves empty keeps an empty thought.
+    """
+    items = [(t, i) for t in trajs for i in range(len(t.steps))]
+    sp = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens, seed=seed)
+    for start in range(0, len(items), max(1, batch_size)):
+        batch = items[start:start + batch_size]
+        chats = [[{"role": "user", "content": THOUGHT_PROMPT.format(task=t.task, history=_history(t, i),
+                                                                   action=t.steps[i].action)}]
+                 for t, i in batch]
+        outs = policy.generate(chats, sp, role="base")
+        for (t, i), out in zip(batch, outs):
+            t.steps[i].thought = _clean_thought(out[0].text) if out else ""
+        if progress is not None:
+            progress(len(batch))

@@ -1,0 +1,171 @@
+"""Rollout executors: in_process, process_pool and ray give identical rollouts; workers that die are survived;
+identical rollouts are computed once per iteration (rollout cache).
+
+Real TextWorld-Express environments; the policy is the scripted one (tests/scripted.py) with a fixed seed, so
+any difference between executors would come from the executors themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from scripted import ScriptedPolicy
+from test_synthesis import expert_trajs
+
+from sand_framework.components import RolloutRequest
+from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
+from sand_framework.types import Candidate
+
+TWX = {"n_train": 8, "n_seen": 4, "n_unseen": 4, "max_steps": 10}
+EXEC = {"max_rollout_steps": 3, "max_parallel": 4}
+
+
+class KillingPolicy(ScriptedPolicy):
+    """The scripted policy, which also kills one env worker once, at its ``at``-th agent call (mid-rollouts)."""
+
+    def __init__(self, kill, at=2):
+        super().__init__()
+        self.kill, self.at, self.agent_calls, self.killed = kill, at, 0, False
+
+    def generate(self, chats, sampling, role="agent"):
+        if role == "agent":
+            self.agent_calls += 1
+            if self.agent_calls == self.at and not self.killed:
+                self.kill()
+                self.killed = True
+        return super().generate(chats, sampling, role)
+
+
+def synth(registries, env, trajs, executor, policy=None, cache=None):
+    b = registries.build
+    comps = Components(env=env, policy=policy or ScriptedPolicy(), detector=b("detector", "set_size"),
+                       sampler=b("sampler", "self_consistency", {"n": 4}), executor=executor,
+                       critic=b("critic", "rollout_critic"), synthesizer=b("synthesizer", "deliberation"),
+                       rollout_cache=cache)
+    return synthesize_batch(trajs, comps, seed=7)
+
+
+def records(outs):
+    return [[r.to_dict() for r in o.records] for o in outs]
+
+
+@pytest.fixture(scope="module")
+def env(registries):
+    e = registries.build("environment", "textworld_express", TWX)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def trajs(env):
+    return expert_trajs(env, 1)
+
+
+@pytest.fixture(scope="module")
+def baseline(registries, env, trajs):
+    ex = registries.build("executor", "in_process", EXEC)
+    try:
+        outs = synth(registries, env, trajs, ex)
+        stats = ex.stats
+    finally:
+        ex.close()
+    recs = records(outs)
+    assert sum(len(r) for r in recs) > 0 and any(ro for r in recs for rec in r for ro in rec["rollouts"])
+    return recs, stats
+
+
+def test_process_pool_matches_in_process_and_survives_a_killed_worker(registries, env, trajs, baseline):
+    recs, base_stats = baseline
+    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 2})
+    try:
+        outs = synth(registries, env, trajs, ex)
+        assert records(outs) == recs
+        assert ex.stats["env_steps"] == base_stats["env_steps"] and ex.stats["faults_survived"] == 0
+        pids = ex.worker_pids()
+        assert len(pids) == 2 and all(pids) and os.getpid() not in pids
+
+        # Kill worker 0 while rollouts are in flight (the sampling call is agent call 1, rollouts start at 2).
+        policy = KillingPolicy(lambda: os.kill(ex.worker_pids()[0], signal.SIGKILL))
+        outs = synth(registries, env, trajs, ex, policy=policy)
+        assert policy.killed
+        assert records(outs) == recs, "the killed worker's episodes were replayed, results unchanged"
+        assert ex.stats["faults_survived"] >= 1
+        assert ex.worker_pids()[0] != pids[0]
+    finally:
+        ex.close()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_matches_in_process_and_survives_a_lost_actor(registries, env, trajs, baseline, local_ray):
+    recs, base_stats = baseline
+    ex = registries.build("executor", "ray", {**EXEC, "num_workers": 2, "num_cpus": 0.5})
+    try:
+        outs = synth(registries, env, trajs, ex)
+        assert records(outs) == recs
+        assert ex.stats["env_steps"] == base_stats["env_steps"] and ex.stats["faults_survived"] == 0
+
+        pool = next(iter(ex._pools.values()))
+        policy = KillingPolicy(lambda: local_ray.kill(pool.actors[0], no_restart=False))
+        outs = synth(registries, env, trajs, ex, policy=policy)
+        assert policy.killed
+        assert records(outs) == recs, "the restarted actor replayed the episodes, results unchanged"
+        assert ex.stats["faults_survived"] >= 1
+    finally:
+        ex.close()
+
+
+def test_rollout_cache_runs_identical_rollouts_once(registries, env, trajs, baseline):
+    recs, base_stats = baseline
+    traj = trajs[0]
+    ex = registries.build("executor", "in_process", EXEC)
+    try:
+        # Duplicates inside one call: (task, prefix, candidate) equal up to normalization -> one execution.
+        expert_a = traj.steps[1].action
+        reqs = [RolloutRequest(traj, 1, Candidate(expert_a), 10), RolloutRequest(traj, 1, Candidate("look around"), 10),
+                RolloutRequest(traj, 1, Candidate("  " + expert_a.upper() + ". "), 10)]
+        cache = RolloutCache()
+        ros = cache.run(ex, reqs, env, ScriptedPolicy(), seed=0)
+        assert (cache.misses, cache.hits) == (2, 1)
+        assert [r.candidate for r in ros] == [r.candidate.action for r in reqs]
+        assert ros[0].steps == ros[2].steps
+        single = ex.stats["env_steps"]
+        fresh = registries.build("executor", "in_process", EXEC)
+        try:
+            fresh.run(reqs[:2], env, ScriptedPolicy(), seed=0)
+            assert single == fresh.stats["env_steps"], "the duplicate cost no environment step"
+        finally:
+            fresh.close()
+
+        # Across batches of one iteration: the same trajectory again costs no rollout at all.
+        cache = RolloutCache()
+        first = synth(registries, env, trajs, ex, cache=cache)
+        before = ex.stats["env_steps"]
+        again = synth(registries, env, trajs, ex, cache=cache)
+        assert ex.stats["env_steps"] == before, "no environment step for cached rollouts"
+        assert records(first) == records(again) == recs
+        assert again[0].stats["rollout_cache_hits"] == cache.hits == cache.misses > 0
+    finally:
+        ex.close()
+
+
+@pytest.mark.parametrize("name", ["ray", "process_pool"])
+def test_recipe_switches_executor_by_name(name):
+    proc = subprocess.run([sys.executable, "-m", "sand_framework.cli.main", "validate", "smoke", f"executor={name}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"executor={name}" in proc.stdout + proc.stderr
