@@ -53,6 +53,19 @@ def parse_turn(text: str) -> ParsedTurn:
     return ParsedTurn(thought, action if valid else "", valid)
 
 
+def cut_at_stop(text: str, stops: list[str]) -> str:
+    """``text`` up to the first of the stop strings (the backends' shared post-processing), stripped."""
+    if not isinstance(text, str):
+        return ""
+    cut = len(text)
+    for s in stops:
+        if s:
+            pos = text.find(s)
+            if pos != -1:
+                cut = min(cut, pos)
+    return text[:cut].strip()
+
+
 def format_observation(observation: str) -> str:
     return f"Observation: {observation.strip()}"
 

@@ -139,7 +139,11 @@ class Policy(Component, abc.ABC):
         """``sampling.n`` completions for each chat, in one batched call where the backend can."""
 
     def count_tokens(self, text: str) -> int:
-        return len(text.split())
+        """Tokens of ``text`` under the backend's tokenizer (whitespace words when it has none)."""
+        tokenizer = getattr(self, "tokenizer", None)
+        if tokenizer is None:
+            return len(text.split())
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     @property
     def stats(self) -> dict[str, float]:

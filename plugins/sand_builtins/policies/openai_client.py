@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework import hookimpl
+from sand_framework.prompting import cut_at_stop
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import SandError
 from sand_framework.types import Chat, Completion, Role, SamplingParams
@@ -388,18 +389,7 @@ class OpenAIPolicy(Policy):
         return results
 
     def _clean(self, text: str) -> str:
-        cut = len(text)
-        for s in self.params.stop:
-            if s:
-                pos = text.find(s)
-                if pos != -1:
-                    cut = min(cut, pos)
-        return text[:cut].strip()
-
-    def count_tokens(self, text: str) -> int:
-        if self.tokenizer is None:
-            return super().count_tokens(text)
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return cut_at_stop(text, self.params.stop)
 
     @property
     def stats(self) -> dict[str, float]:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sand_framework import hookimpl
+from sand_framework.prompting import cut_at_stop
 from sand_framework.chat_template import CHAT_TEMPLATE
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
@@ -417,22 +418,9 @@ class VLLMPolicy(Policy):
         return self.base_llm, None
 
     def _clean(self, text: str) -> str:
-        if not isinstance(text, str):
-            return ""
-        cut = len(text)
-        for s in self.params.stop:
-            if s:
-                pos = text.find(s)
-                if pos != -1:
-                    cut = min(cut, pos)
-        return text[:cut].strip()
+        return cut_at_stop(text, self.params.stop)
 
     # ------------------------------------------------------------------
-
-    def count_tokens(self, text: str) -> int:
-        if self.tokenizer is None:
-            return super().count_tokens(text)
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     @property
     def stats(self) -> dict[str, float]:
