@@ -70,13 +70,13 @@ def test_random_sigkills_then_resume_match_an_uninterrupted_run(tmp_path):
     rng = random.Random(int(os.environ.get("SAND_FAULT_SEED", "1234")))
     kills: list[str] = []
     cmd = [*SAND, "run", *ARGS, "--run-dir", str(run)]
-    kill_budget = 4
+    kill_budget = 6
     while True:
         log = open(tmp_path / f"attempt{len(kills)}.log", "w+")  # a file: a full pipe would stall the run
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
         try:
             # After the kill budget is spent, the last resume runs to the end.
-            proc.wait(timeout=rng.uniform(8.0, 25.0) if len(kills) < kill_budget else 1800)
+            proc.wait(timeout=rng.uniform(4.0, 12.0) if len(kills) < kill_budget else 1800)
         except subprocess.TimeoutExpired:
             kills.append(current_stage(run))
             os.kill(proc.pid, signal.SIGKILL)
