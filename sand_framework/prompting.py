@@ -66,6 +66,27 @@ def cut_at_stop(text: str, stops: list[str]) -> str:
     return text[:cut].strip()
 
 
+HEAD_TURNS = 3
+"""Instruction, ``OK``, task: never dropped when a prompt is shortened."""
+
+
+def fit_prompt(chat: Chat, render, limit: int) -> list[int]:
+    """Token ids of ``chat`` (``render`` tokenizes a chat) shortened to ``limit`` tokens.
+
+    The oldest (assistant, observation) pairs after the first three ETO turns go
+    first, so the instruction and the task always stay; if that is not enough,
+    tokens are cut from the left, which keeps the generation prompt intact.
+    """
+    ids = render(chat)
+    if limit <= 0 or len(ids) <= limit:
+        return ids
+    chat = list(chat)
+    while len(ids) > limit and len(chat) >= HEAD_TURNS + 3 and chat[HEAD_TURNS].get("role") == "assistant":
+        del chat[HEAD_TURNS : HEAD_TURNS + 2]
+        ids = render(chat)
+    return ids[-limit:] if len(ids) > limit else ids
+
+
 def format_observation(observation: str) -> str:
     return f"Observation: {observation.strip()}"
 

@@ -49,14 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework import hookimpl
-from sand_framework.prompting import cut_at_stop
+from sand_framework.prompting import HEAD_TURNS, cut_at_stop
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import SandError
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
 
-HEAD_TURNS = 3
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 

