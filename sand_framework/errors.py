@@ -66,3 +66,15 @@ class ModelUnavailable(SandError):
     """A model reference cannot be resolved offline."""
 
     exit_code = 4
+
+
+class EnvWorkerError(SandError):
+    """Environment workers kept dying or hanging past the restart budget; the run stops, resumable."""
+
+    exit_code = 5
+
+
+class ModelNotFound(SandError):
+    """``model.base`` names no loadable model (missing folder, or a hub id that is offline and uncached)."""
+
+    exit_code = 2

@@ -165,7 +165,36 @@ class PluginSet:
         return regs
 
     def resolve_model(self, ref: str, cache_dir: str) -> str:
-        return self.pm.hook.sand_resolve_model(ref=ref, cache_dir=cache_dir) or ref
+        """A loadable path or hub id for ``model.base``: a plugin's alias, else the reference itself, checked."""
+        resolved = self.pm.hook.sand_resolve_model(ref=ref, cache_dir=cache_dir)
+        if resolved:
+            return resolved
+        check_model_ref(ref)
+        return ref
+
+
+def check_model_ref(ref: str) -> None:
+    """Fail before any work on a model that cannot load: a missing folder, or a hub id offline and uncached."""
+    from sand_framework.errors import ModelNotFound
+
+    path = Path(ref).expanduser()
+    looks_local = ref.startswith(("/", ".", "~")) or path.exists() or ref.count("/") > 1
+    if looks_local:
+        if not (path / "config.json").is_file():
+            raise ModelNotFound(f"model {ref!r}: no such model folder (expected a folder with config.json); "
+                                "set model.base to a local Hugging Face model folder, a hub id, or an alias "
+                                "(built-in: smollm2-135m, tiny-random)")
+        return
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(ref, "config.json")
+        except Exception:  # noqa: BLE001 - a malformed id is reported below
+            cached = None
+        if not isinstance(cached, str):
+            raise ModelNotFound(f"model {ref!r}: not in the local Hugging Face cache and HF_HUB_OFFLINE=1; "
+                                "download it first (`huggingface-cli download " + ref + "`) or unset HF_HUB_OFFLINE")
 
 
 def _version(dist: str) -> str:

@@ -99,6 +99,40 @@ def test_process_pool_matches_in_process_and_survives_a_killed_worker(registries
         ex.close()
 
 
+def test_process_pool_survives_a_hung_worker(registries, env, trajs, baseline):
+    """A worker frozen mid-rollouts (SIGSTOP: a real hang, as a stuck JVM would be) is killed after
+    ``timeout_s``, restarted and its episodes replayed; the results are unchanged and the hang is counted."""
+    recs, _ = baseline
+    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 2, "timeout_s": 5})
+    try:
+        synth(registries, env, trajs, ex)  # warm both workers (JVM start-up is not a hang)
+        frozen = ex.worker_pids()[1]
+        policy = KillingPolicy(lambda: os.kill(frozen, signal.SIGSTOP))
+        outs = synth(registries, env, trajs, ex, policy=policy)
+        assert policy.killed
+        assert records(outs) == recs
+        assert ex.stats["hangs"] >= 1 and ex.stats["faults_survived"] >= 1
+        assert ex.worker_pids()[1] != frozen
+    finally:
+        try:
+            os.kill(frozen, signal.SIGKILL)
+        except (ProcessLookupError, UnboundLocalError):
+            pass
+        ex.close()
+
+
+def test_process_pool_gives_up_on_an_environment_that_keeps_hanging(registries, env, trajs):
+    from sand_framework.errors import EnvWorkerError
+
+    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 1, "timeout_s": 0.001, "max_restarts": 1})
+    try:
+        with pytest.raises(EnvWorkerError, match="kept dying or hanging.*resumed"):
+            synth(registries, env, trajs, ex)
+        assert ex.stats["hangs"] == 2
+    finally:
+        ex.close()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")

@@ -1,4 +1,4 @@
-"""Crash-safety: a real run SIGKILLed at random moments, resumed each time, ends identical to an uninterrupted one.
+"""Crash-safety: a real run SIGKILLed in every stage (at random moments within it), resumed each time, ends identical to an uninterrupted one.
 
 "Identical" is checked on the artifacts that matter — the expert data, every
 synthesized trajectory and deliberation record, every evaluated task — and
@@ -50,19 +50,39 @@ def payloads(run: Path) -> dict[str, dict[str, object]]:
     return out
 
 
+ORDER = ["before expert", "expert", "train/iter0", "synth/iter1", "train/iter1", "eval", "report"]
+TARGETS = ["before expert", "expert", "train/iter0", "train/iter0", "synth/iter1", "synth/iter1", "train/iter1",
+           "eval", "eval"]
+"""Where the kills aim: every stage, twice in the long ones (the delay after reaching a stage is random)."""
+
+
 def current_stage(run: Path) -> str:
+    """The stage in progress, from state.json (what a resume would start with)."""
+    if not (run / "state.json").exists():
+        return "before expert" if not (run / "expert").exists() else "expert"
     try:
         done = json.loads((run / "state.json").read_text())["done"]
     except (OSError, json.JSONDecodeError):
-        return "before expert"
-    order = ["expert", "train/iter0", "synth/iter1", "train/iter1", "eval"]
-    for stage in order:
+        return "expert"
+    for stage in ORDER[1:-1]:
         if stage not in done:
             return stage
     return "report"
 
 
-def test_random_sigkills_then_resume_match_an_uninterrupted_run(tmp_path):
+def wait_for_stage(proc: subprocess.Popen, run: Path, target: str, timeout: float = 900) -> bool:
+    """Poll until the run reaches ``target`` (or a later stage); False if the process ended first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return False
+        if ORDER.index(current_stage(run)) >= ORDER.index(target):
+            return True
+        time.sleep(0.05)
+    raise AssertionError(f"run did not reach {target} in {timeout}s")
+
+
+def test_sigkills_in_every_stage_then_resume_match_an_uninterrupted_run(tmp_path):
     clean = tmp_path / "clean"
     subprocess.run([*SAND, "run", *ARGS, "--run-dir", str(clean)], check=True, capture_output=True, timeout=900)
 
@@ -70,26 +90,32 @@ def test_random_sigkills_then_resume_match_an_uninterrupted_run(tmp_path):
     rng = random.Random(int(os.environ.get("SAND_FAULT_SEED", "1234")))
     kills: list[str] = []
     cmd = [*SAND, "run", *ARGS, "--run-dir", str(run)]
-    kill_budget = 6
+    targets = list(TARGETS)
     while True:
         log = open(tmp_path / f"attempt{len(kills)}.log", "w+")  # a file: a full pipe would stall the run
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
-        try:
-            # After the kill budget is spent, the last resume runs to the end.
-            proc.wait(timeout=rng.uniform(4.0, 12.0) if len(kills) < kill_budget else 1800)
-        except subprocess.TimeoutExpired:
-            kills.append(current_stage(run))
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        else:
+        killed = False
+        while targets:
+            target = targets.pop(0)
+            if ORDER.index(target) < ORDER.index(current_stage(run)):
+                continue  # that stage finished already
+            if wait_for_stage(proc, run, target):
+                time.sleep(rng.uniform(0.1, 3.0))
+                if proc.poll() is None:
+                    kills.append(current_stage(run))
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    killed = True
+            break
+        if not killed:  # no target left (or the run outran it): this attempt runs to the end
             log.seek(0)
-            assert proc.returncode == 0, log.read()[-2000:]
+            assert proc.wait(timeout=1800) == 0, log.read()[-2000:]
             break
         cmd = [*SAND, "run", "--resume", str(run)]
         time.sleep(0.2)
 
-    print(f"\nfault injection: {len(kills)} SIGKILLs at stages {kills}")
-    assert len(kills) >= 2, "the kill schedule should interrupt the run at least twice"
+    print(f"\nfault injection: {len(kills)} SIGKILLs, in stages {kills}")
+    assert len(set(kills)) >= 4, f"kills should land in most stages, got {kills}"
     assert (run / "metrics.json").exists()
     for name, ids in unit_ids(run).items():
         assert "<torn>" not in ids or ids.count("<torn>") <= len(kills), name

@@ -138,7 +138,9 @@ class ProcessPoolExecutor(InProcessExecutor):
         start_method: str = "spawn"
         """``spawn`` or ``forkserver`` (never ``fork``: the driver may hold model threads)."""
         max_restarts: int = 3
-        """Restarts of dead workers tolerated within one parallel call."""
+        """Restarts of dead or hung workers tolerated within one parallel call."""
+        timeout_s: float | None = 300.0
+        """A worker that has not answered one parallel call after this long is hung: killed, restarted, replayed."""
 
     def make_pool(self, env: Environment) -> EnvPool:
         from sand_framework.engine.envpool import ProcessEnvPool
@@ -147,7 +149,7 @@ class ProcessPoolExecutor(InProcessExecutor):
             raise ValueError(f"executor process_pool: start_method must be spawn or forkserver, "
                              f"got {self.params.start_method!r}")
         return ProcessEnvPool(env, workers=self.params.workers, start_method=self.params.start_method,
-                              max_restarts=self.params.max_restarts)
+                              max_restarts=self.params.max_restarts, timeout_s=self.params.timeout_s)
 
     def worker_pids(self) -> list[int | None]:
         return [pid for pool in self._pools.values() for pid in pool.pids()]

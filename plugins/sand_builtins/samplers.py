@@ -88,7 +88,27 @@ class ImaginedSampler(Sampler):
         return out
 
 
+class NoCandidatesSampler(Sampler):
+    """The *SFT control*: proposes nothing, so no step has a second candidate and none is deliberated.
+
+    A SAND iteration with this sampler re-trains on the unchanged expert
+    trajectories for the iteration's epochs, which separates "more training"
+    from "training on deliberations" at an equal step budget. Costs no model call.
+    """
+
+    name = "none"
+    description = "no candidates: nothing is deliberated, the iteration is plain SFT (the SFT control)"
+
+    @dataclass
+    class Params:
+        pass
+
+    def sample(self, requests: list[SampleRequest], policy: Policy, seed: int | None = None) -> list[list[Proposal]]:
+        return [[] for _ in requests]
+
+
 @hookimpl
 def sand_register_samplers(register):
     register(SelfConsistencySampler)
     register(ImaginedSampler)
+    register(NoCandidatesSampler)

@@ -101,6 +101,7 @@ def check(env_name, overrides, split, limit, recipe, plugin_dirs):
     start = time.perf_counter()
     failures: list[str] = []
     reached = no_expert = 0
+    no_expert_reason = ""
     try:
         try:
             tasks = env.tasks(split)
@@ -111,8 +112,10 @@ def check(env_name, overrides, split, limit, recipe, plugin_dirs):
         for task_id in tasks:
             try:
                 problem = check_expert(env, task_id)
-            except NotImplementedError:
+            except NotImplementedError as exc:
+                env.reset(task_id)  # no expert to replay, but the environment itself must work
                 no_expert += 1
+                no_expert_reason = str(exc)
                 continue
             except SandError:
                 raise
@@ -131,6 +134,7 @@ def check(env_name, overrides, split, limit, recipe, plugin_dirs):
         "tasks": len(tasks),
         "reached_goal": reached,
         "no_expert": no_expert,
+        **({"no_expert_reason": no_expert_reason} if no_expert else {}),
         "failed": len(failures),
         "failures": failures[:MAX_FAILURES_SHOWN],
         "seconds": round(time.perf_counter() - start, 1),

@@ -134,7 +134,7 @@ def components(kind, as_json, plugin_dirs):
 
 # Command groups living in their own modules (sand data ..., sand env ..., sand report, sand eval).
 # Each module defines a click command or group named ``command``.
-COMMAND_MODULES = ("data", "env", "report", "evaluate")
+COMMAND_MODULES = ("data", "env", "report", "evaluate", "sweep")
 
 
 def _add_command_modules() -> None:

@@ -64,6 +64,15 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
                 slots[kind] = (name, build(cls, params))
             except (TypeError, ValueError) as exc:  # Params.__post_init__ checks
                 problems.append(f"{kind}[{name}]: {exc}")
+    if "run" in sections and "eval" in sections:
+        problems += _check_eval_models(sections["eval"].models, sections["run"].iterations)
     if problems:
         raise RecipeError(problems, source)
     return Recipe(slots=slots, raw=data, **sections)
+
+
+def _check_eval_models(models: list[str], iterations: int) -> list[str]:
+    """Caught here, not after hours of training when evaluation asks for weights that will never exist."""
+    known = ["base", "sft", "final"] + [f"iter{k}" for k in range(iterations + 1)]
+    return [f"eval.models: {m!r} will not exist in a run with run.iterations={iterations}; "
+            f"choose from {', '.join(known)}" for m in models if m not in known]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.components import Environment
-from sand_framework.errors import ReplayMismatch
+from sand_framework.errors import EnvWorkerError, ReplayMismatch
 from sand_framework.types import StepResult
 
 Handle = Any
@@ -327,16 +327,20 @@ class _Worker:
 class ProcessEnvPool(RemotePool):
     """Environments held warm in ``workers`` local processes (``spawn``/``forkserver``), stepped in parallel.
 
-    A worker that dies is restarted and the operations it had been sent are
-    sent again; the fresh worker replays each episode from the driver's history
-    (``faults_survived`` counts restarts, ``max_restarts`` bounds them per call).
+    A worker that dies, or that has not answered after ``timeout_s`` (a hung
+    environment: a JVM stuck in a step), is killed and restarted, and the
+    operations it had been sent are sent again; the fresh worker replays each
+    episode from the driver's history (``faults_survived`` counts restarts,
+    ``hangs`` the ones caused by a timeout, ``max_restarts`` bounds them per call).
     """
 
     def __init__(self, prototype: Environment, workers: int = 2, start_method: str = "spawn",
-                 max_restarts: int = 3):
+                 max_restarts: int = 3, timeout_s: float | None = 300.0):
         super().__init__(prototype, workers)
         self.ctx = mp.get_context(start_method)
         self.max_restarts = max_restarts
+        self.timeout_s = timeout_s
+        self.counters["hangs"] = 0
         self.workers: list[_Worker | None] = [None] * self.n_workers
 
     def worker(self, w: int) -> _Worker:
@@ -371,14 +375,21 @@ class ProcessEnvPool(RemotePool):
                 except (OSError, ValueError):
                     self._restart(w)
             for w in sent:
+                conn = self.worker(w).conn
                 try:
-                    replies[w] = self.worker(w).conn.recv()
+                    if self.timeout_s is not None and not conn.poll(self.timeout_s):
+                        self.counters["hangs"] += 1
+                        self._restart(w)
+                        continue
+                    replies[w] = conn.recv()
                 except (EOFError, OSError):
                     self._restart(w)
             pending = {w: ops for w, ops in pending.items() if w not in replies}
             if not pending:
                 return replies
-        raise RuntimeError(f"env worker(s) {sorted(pending)} kept dying ({self.max_restarts} restarts)")
+        raise EnvWorkerError(f"env worker(s) {sorted(pending)} kept dying or hanging ({self.max_restarts} restarts "
+                             f"within one call, timeout {self.timeout_s}s): the environment itself is failing; "
+                             "the run can be resumed once it is fixed")
 
     def close(self) -> None:
         for w in self.workers:

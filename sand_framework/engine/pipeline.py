@@ -142,7 +142,12 @@ class Pipeline:
                     if not todo:
                         continue
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
-                    for out in synthesize_batch(todo, comps, seed):
+                    before = (dict(getattr(policy, "stats", {})), dict(getattr(comps.executor, "stats", {})))
+                    t0 = time.time()
+                    outs = synthesize_batch(todo, comps, seed)
+                    outs[0].stats.update(batch_cost(before, (getattr(policy, "stats", {}),
+                                                             getattr(comps.executor, "stats", {})), time.time() - t0))
+                    for out in outs:
                         for rec in out.records:
                             self.ctx.notify("sand_step_deliberated", record=rec)
                         log.append(out.trajectory.task_id, {"trajectory": out.trajectory.to_dict(),
@@ -188,6 +193,7 @@ class Pipeline:
     def run(self) -> dict[str, Any]:
         ctx, run = self.ctx, self.recipe.run
         ctx.notify("sand_run_start")
+        ctx.base_model()  # a model that cannot load fails now, not after the expert stage
         expert = self.expert()
         weights: dict[str, str | None] = {"base": None}
         weights["iter0"] = weights["sft"] = self.train(0, expert, init=None)
@@ -214,6 +220,20 @@ class Pipeline:
         return metrics
 
 
+def batch_cost(before: tuple[dict[str, Any], dict[str, Any]], after: tuple[dict[str, Any], dict[str, Any]],
+               seconds: float) -> dict[str, Any]:
+    """What one synthesis batch cost: wall seconds, backend calls and tokens, environment steps (replays
+    included) and environment worker faults survived. Recorded on the batch's first unit, so the stage's
+    totals stay right across resumes."""
+    (pol0, ex0), (pol1, ex1) = before, after
+    cost: dict[str, Any] = {"seconds": round(seconds, 2)}
+    for key in ("calls", "prompt_tokens", "completion_tokens"):
+        cost[f"backend_{key}"] = pol1.get(key, 0) - pol0.get(key, 0)
+    for key in ("env_steps", "faults_survived", "hangs"):
+        cost[key if key == "env_steps" else f"env_{key}"] = ex1.get(key, 0) - ex0.get(key, 0)
+    return cost
+
+
 def synthesis_summary(units: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Totals over a synthesis stage: steps examined, deliberated, candidates, rollouts, fallbacks."""
     total: dict[str, Any] = {}
@@ -221,7 +241,7 @@ def synthesis_summary(units: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for u in units:
         n += 1
         for k, v in u["stats"].items():
-            total[k] = total.get(k, 0) + v
+            total[k] = round(total.get(k, 0) + v, 2)
     total["trajectories"] = n
     if total.get("steps"):
         total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)

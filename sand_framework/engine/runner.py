@@ -40,26 +40,40 @@ def resolve(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] =
     return prepare(data, plugin_dirs, str(path))
 
 
+def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
+           ) -> tuple[Recipe, PluginSet, Registries, RunDir]:
+    """Validate a recipe and make its run directory (holding the resolved recipe), without running it."""
+    recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
+    rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
+    rd.write_text("recipe.yaml", yaml.safe_dump(recipe.raw, sort_keys=False))
+    return recipe, plugins, registries, rd
+
+
+def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, PluginSet, Registries, RunDir]:
+    """An existing run directory with its stored recipe validated again (plugins as it ran with)."""
+    rd = RunDir.open_existing(path)
+    data = yaml.safe_load((rd.path / "recipe.yaml").read_text())
+    stored_dirs = (rd.read_json("plugins.json", {}) or {}).get("plugin_dirs", [])
+    recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / "recipe.yaml"))
+    return recipe, plugins, registries, rd
+
+
 def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str] = (),
         resume: str | None = None, run_dir: str | None = None) -> tuple[dict[str, Any], Path]:
     """Run a recipe in a new run directory, or continue the one at ``resume``."""
     if resume is not None:
-        rd = RunDir.open_existing(resume)
-        data = yaml.safe_load((rd.path / "recipe.yaml").read_text())
         if overrides:
             raise RunDirError("overrides cannot change a run being resumed; start a new run instead")
-        stored_dirs = (rd.read_json("plugins.json", {}) or {}).get("plugin_dirs", [])
-        recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / "recipe.yaml"))
+        recipe, plugins, registries, rd = reopen(resume, plugin_dirs)
     else:
         if recipe_ref is None:
             raise RunDirError("give a recipe to run, or --resume RUN_DIR")
-        recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
-        rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
-        rd.write_text("recipe.yaml", yaml.safe_dump(recipe.raw, sort_keys=False))
+        recipe, plugins, registries, rd = create(recipe_ref, overrides, plugin_dirs, run_dir)
     rd.lock()
     try:
+        dirs = list(plugin_dirs) or (rd.read_json("plugins.json", {}) or {}).get("plugin_dirs", [])
         rd.write_json("plugins.json", {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
-                                       "plugin_dirs": [str(Path(d).resolve()) for d in plugin_dirs]})
+                                       "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
         ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
         ctx.console.print(f"[bold]run directory[/]: {rd.path}")
         try:
@@ -71,4 +85,4 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
     return metrics, rd.path
 
 
-__all__ = ["merge", "parse_overrides", "prepare", "resolve", "run"]
+__all__ = ["create", "merge", "parse_overrides", "prepare", "reopen", "resolve", "run"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,3 +128,34 @@ class RunDir:
         state = self._state()
         state["done"][stage] = result
         self.write_json("state.json", state)
+
+    def adopt(self, source: "RunDir", stage: str, folders: list[str]) -> None:
+        """Take a finished ``stage`` from another run: copy its folders, then mark it done here.
+
+        Paths inside the stage's result that point into ``source`` are rewritten
+        to the copies, so this run never depends on the other folder again. The
+        done mark is written last: a crash mid-copy leaves the stage undone and
+        it is simply recomputed on resume.
+        """
+        if not source.stage_done(stage):
+            raise RunDirError(f"cannot reuse stage {stage!r} from {source.path}: it has not finished there")
+        for rel in folders:
+            src = source.path / rel
+            if src.exists():
+                shutil.copytree(src, self.path / rel, dirs_exist_ok=True)
+        result = source.stage_result(stage)
+        for old in {str(source.path.resolve()), str(source.path)}:
+            result = _rebase(result, old, str(self.path.resolve()))
+        if isinstance(result, dict):
+            result = {**result, "reused_from": str(source.path)}
+        self.mark_done(stage, result)
+
+
+def _rebase(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str) and (value == old or value.startswith(old + os.sep)):
+        return new + value[len(old):]
+    if isinstance(value, dict):
+        return {k: _rebase(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rebase(v, old, new) for v in value]
+    return value

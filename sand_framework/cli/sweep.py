@@ -1,0 +1,60 @@
+"""``sand sweep``: run an experiment's arms × seeds (resumable) and tabulate mean ± std."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from sand_framework.cli.common import PLUGINS_DIR, friendly
+
+
+@click.command("sweep")
+@click.argument("sweep_file", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder of the sweep's runs (default: the file's output_dir).")
+@click.option("--arm", "arms", multiple=True, help="Only this arm (repeatable); arms it reuses must be done.")
+@click.option("--plan", is_flag=True, help="Validate every arm's recipe and print the runs, without running.")
+@click.option("--table-only", is_flag=True, help="Only rebuild results.md / results.json from finished runs.")
+@PLUGINS_DIR
+@friendly
+def command(sweep_file, out_dir, arms, plan, table_only, plugin_dirs):
+    """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
+
+    Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
+    from the same seed's expert data and SFT weights of the arm they name. Ends by writing OUT/results.md.
+    """
+    from sand_framework.engine.runner import resolve
+    from sand_framework.errors import RecipeError
+    from sand_framework.sweep import describe, load_sweep, run_sweep, write_results
+
+    spec = load_sweep(sweep_file)
+    out = Path(out_dir or spec.output_dir)
+    unknown = [a for a in arms if a not in {x.name for x in spec.arms}]
+    if unknown:
+        raise RecipeError([f"--arm {a!r}: no such arm (arms: {', '.join(x.name for x in spec.arms)})" for a in unknown])
+    if plan:
+        runs = describe(spec)
+        problems = []
+        for r in runs:
+            try:
+                resolve(r["recipe"], r["overrides"], list(plugin_dirs))
+            except RecipeError as exc:
+                problems += [f"arm {r['arm']} seed {r['seed']}: {p}" for p in exc.problems]
+        if problems:
+            raise RecipeError(problems, sweep_file)
+        click.echo(json.dumps(runs, indent=2))
+        return
+    failed = []
+    if not table_only:
+        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs))
+        failed = [o for o in outcomes if o.status in ("failed", "blocked")]
+    path = write_results(spec, out)
+    click.echo(path.read_text())
+    click.echo(f"results: {path}")
+    if failed:
+        click.echo("not finished: " + ", ".join(f"{o.arm}/seed{o.seed} ({o.status}: {o.message})" for o in failed),
+                   err=True)
+        sys.exit(1)

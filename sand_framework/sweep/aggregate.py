@@ -1,0 +1,118 @@
+"""Mean ± std over seeds for every arm of a sweep: the experiment's results table.
+
+Standard deviations are sample standard deviations (n-1) over seeds; a row
+with one seed shows no spread. Rows read each run's ``metrics.json`` and
+``state.json`` only, so the table can be rebuilt at any time, including while
+some runs are unfinished (they are listed as missing).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sand_framework.report.tables import markdown_table
+from sand_framework.store.files import atomic_write_json, atomic_write_text, read_json
+from sand_framework.sweep.runner import finished, run_dir_of
+from sand_framework.sweep.spec import SweepSpec
+
+EVAL_FIELDS = ("avg_reward", "success_rate", "deliberation_rate_step", "invalid_actions_per_task",
+               "total_tokens_per_task", "avg_steps")
+SYNTH_FIELDS = ("seconds", "steps", "deliberated", "candidates", "rollouts", "rollout_steps", "fallbacks",
+                "backend_calls", "backend_prompt_tokens", "backend_completion_tokens")
+
+
+@dataclass
+class Stat:
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) > 1 else None
+
+    def show(self, digits: int = 1) -> str:
+        if not self.values:
+            return "–"
+        spread = f" ± {self.std:.{digits}f}" if self.std is not None else ""
+        return f"{self.mean:.{digits}f}{spread}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "std": self.std, "n": len(self.values), "values": self.values}
+
+
+def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
+    """Per (arm, model, split): stats over seeds; per arm: synthesis cost; plus what is missing."""
+    rows: list[dict[str, Any]] = []
+    synth: list[dict[str, Any]] = []
+    missing: list[str] = []
+    splits = list(spec.splits or [])
+    walls = read_json(out / "wall_seconds.json", {}) or {}
+    for arm in spec.arms:
+        metrics = {}
+        for seed in spec.seeds_of(arm):
+            path = run_dir_of(out, arm.name, seed)
+            if finished(path):
+                metrics[seed] = read_json(path / "metrics.json")
+            else:
+                missing.append(f"{arm.name}/seed{seed}")
+        for model, label in arm.report.items():
+            found = {s: m["eval"][model] for s, m in metrics.items() if model in m.get("eval", {})}
+            for split in sorted({sp for r in found.values() for sp in r}):
+                if spec.splits and split not in spec.splits:
+                    continue
+                if split not in splits:
+                    splits.append(split)
+                stats = {f: Stat([float(r[split][f]) for r in found.values() if f in r[split]]) for f in EVAL_FIELDS}
+                rows.append({"arm": arm.name, "model": model, "label": label or arm.name, "split": split,
+                             "seeds": sorted(found), "stats": stats})
+        synth_runs = [m["synthesis"].get("iter1") for m in metrics.values() if m.get("synthesis", {}).get("iter1")]
+        if synth_runs:
+            stats = {f: Stat([float(r.get(f, 0)) for r in synth_runs]) for f in SYNTH_FIELDS}
+            stats["wall_seconds"] = Stat([walls[f"{arm.name}/seed{s}"] for s in metrics if f"{arm.name}/seed{s}" in walls])
+            synth.append({"arm": arm.name, "seeds": sorted(metrics), "stats": stats})
+    return {"name": spec.name, "splits": splits, "rows": rows, "synthesis": synth, "missing": missing}
+
+
+def results_markdown(data: dict[str, Any]) -> str:
+    parts = [f"# {data['name']}: mean ± std over seeds\n"]
+    for split in data["splits"]:
+        rows = [r for r in data["rows"] if r["split"] == split]
+        parts.append(f"## split `{split}`\n")
+        parts.append(markdown_table(
+            ["arm", "seeds", "avg reward", "success %", "deliberation rate (steps)", "invalid actions / task",
+             "tokens / task", "steps / task"],
+            [[r["label"], len(r["seeds"]), r["stats"]["avg_reward"].show(), r["stats"]["success_rate"].show(),
+              r["stats"]["deliberation_rate_step"].show(3), r["stats"]["invalid_actions_per_task"].show(2),
+              r["stats"]["total_tokens_per_task"].show(0), r["stats"]["avg_steps"].show(2)] for r in rows]))
+        parts.append("")
+    if data["synthesis"]:
+        parts.append("## Synthesis cost (iteration 1, per run)\n")
+        parts.append(markdown_table(
+            ["arm", "seeds", "wall s (whole run)", "synthesis s", "steps", "deliberated", "rollouts", "env steps",
+             "backend calls", "backend tokens (prompt + completion)", "fallbacks"],
+            [[s["arm"], len(s["seeds"]), s["stats"]["wall_seconds"].show(0), s["stats"]["seconds"].show(0),
+              s["stats"]["steps"].show(0), s["stats"]["deliberated"].show(1), s["stats"]["rollouts"].show(1),
+              s["stats"]["rollout_steps"].show(1), s["stats"]["backend_calls"].show(0),
+              f"{s['stats']['backend_prompt_tokens'].show(0)} + {s['stats']['backend_completion_tokens'].show(0)}",
+              s["stats"]["fallbacks"].show(1)] for s in data["synthesis"]]))
+        parts.append("")
+    if data["missing"]:
+        parts.append("Unfinished runs (not in the table): " + ", ".join(data["missing"]) + "\n")
+    return "\n".join(parts)
+
+
+def write_results(spec: SweepSpec, out: Path) -> Path:
+    """``OUT/results.json`` (every value per seed) and ``OUT/results.md`` (the table)."""
+    data = collect(spec, out)
+    plain = {**data,
+             "rows": [{**r, "stats": {k: v.to_dict() for k, v in r["stats"].items()}} for r in data["rows"]],
+             "synthesis": [{**s, "stats": {k: v.to_dict() for k, v in s["stats"].items()}} for s in data["synthesis"]]}
+    atomic_write_json(out / "results.json", plain)
+    atomic_write_text(out / "results.md", results_markdown(data))
+    return out / "results.md"

@@ -1,0 +1,111 @@
+"""Running a sweep: every (arm, seed) as its own resumable run directory, one subprocess each.
+
+A subprocess per run keeps each run's memory (models, vLLM engines, JVMs) and
+thread settings to itself, and a run that crashes costs only that run: the
+sweep reports it, goes on with the runs that do not depend on it, and a later
+``sand sweep`` of the same file resumes exactly where things stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from sand_framework.engine.reuse import reuse_stages
+from sand_framework.engine.runner import create, reopen
+from sand_framework.errors import SandError
+from sand_framework.store.files import atomic_write_json, read_json
+from sand_framework.sweep.spec import ArmSpec, SweepSpec, arm_overrides
+
+
+def run_dir_of(out: Path, arm: str, seed: int) -> Path:
+    return out / arm / f"seed{seed}"
+
+
+def finished(run_dir: Path) -> bool:
+    return (run_dir / "metrics.json").is_file() and "eval" in (read_json(run_dir / "state.json", {}) or {}).get("done", {})
+
+
+@dataclass
+class RunOutcome:
+    arm: str
+    seed: int
+    run_dir: str
+    status: str
+    """``done`` (ran now), ``skipped`` (finished earlier), ``failed``, or ``blocked`` (the arm it reuses failed)."""
+    seconds: float = 0.0
+    message: str = ""
+
+
+def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs: list[str]) -> Path:
+    """Create the arm's run directory (validated recipe, reused stages) unless it exists already."""
+    path = run_dir_of(out, arm.name, seed)
+    if (path / "recipe.yaml").is_file():
+        return path
+    recipe, _, _, rd = create(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs, str(path))
+    if arm.reuse is not None:
+        source = run_dir_of(out, arm.reuse, seed)
+        source_recipe = reopen(source, plugin_dirs)[0]
+        reuse_stages(rd, recipe, source, source_recipe, arm.reuse_stages)
+    return path
+
+
+def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_dirs: list[str] = (),
+              console: Console | None = None) -> list[RunOutcome]:
+    """Run (or resume) every selected (arm, seed); returns what happened to each."""
+    console = console or Console(stderr=True)
+    out.mkdir(parents=True, exist_ok=True)
+    outcomes: list[RunOutcome] = []
+    failed: set[tuple[str, int]] = set()
+    seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
+    for seed in seeds:
+        for arm in spec.arms:
+            if seed not in spec.seeds_of(arm) or (arms and arm.name not in arms):
+                continue
+            path = run_dir_of(out, arm.name, seed)
+            if finished(path):
+                outcomes.append(RunOutcome(arm.name, seed, str(path), "skipped"))
+                continue
+            if arm.reuse is not None and (arm.reuse, seed) in failed:
+                failed.add((arm.name, seed))
+                outcomes.append(RunOutcome(arm.name, seed, str(path), "blocked", message=f"arm {arm.reuse} failed"))
+                continue
+            console.rule(f"[bold]{spec.name}[/]: arm {arm.name}, seed {seed} -> {path}")
+            t0 = time.time()
+            try:
+                prepare_run(spec, arm, seed, out, list(plugin_dirs))
+                cmd = [sys.executable, "-m", "sand_framework.cli.main", "run", "--resume", str(path)]
+                for d in plugin_dirs:
+                    cmd += ["--plugins-dir", d]
+                rc = subprocess.call(cmd, env=os.environ.copy())
+                status, message = ("done", "") if rc == 0 else ("failed", f"`sand run` exited with {rc}")
+            except SandError as exc:
+                status, message = "failed", str(exc)
+            seconds = round(time.time() - t0, 1)
+            if status == "failed":
+                failed.add((arm.name, seed))
+                console.print(f"[red]arm {arm.name} seed {seed} failed[/]: {message}; its run directory is kept, "
+                              f"a later `sand sweep` resumes it")
+            outcomes.append(RunOutcome(arm.name, seed, str(path), status, seconds, message))
+            _record_wall_time(out, arm.name, seed, seconds)
+    return outcomes
+
+
+def _record_wall_time(out: Path, arm: str, seed: int, seconds: float) -> None:
+    """Wall seconds spent on each run, summed over every ``sand sweep`` invocation that worked on it."""
+    path = out / "wall_seconds.json"
+    data = read_json(path, {}) or {}
+    key = f"{arm}/seed{seed}"
+    data[key] = round(data.get(key, 0.0) + seconds, 1)
+    atomic_write_json(path, data)
+
+
+def outcomes_json(outcomes: list[RunOutcome]) -> str:
+    return json.dumps([o.__dict__ for o in outcomes], indent=2)

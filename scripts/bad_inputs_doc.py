@@ -1,0 +1,49 @@
+"""Write docs/bad-inputs.md by running every case of tests/bad_inputs.py through the real CLI.
+
+    .venv/bin/python scripts/bad_inputs_doc.py        (about a minute; HF_HUB_OFFLINE=1 is set for you)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("SAND_NO_PROGRESS", "1")
+os.environ.setdefault("SAND_CACHE", str(REPO / ".sand_cache"))
+
+from bad_inputs import CASES  # noqa: E402
+
+HEADER = """# Bad input and what you see
+
+Every row was produced by running the command through the real `sand` CLI
+(`scripts/bad_inputs_doc.py`; `tests/test_bad_inputs.py` checks the same cases on
+every test run: the exit code, the message, and that no traceback is printed).
+`{tmp}` is a scratch folder. Exit codes: 2 = fix the recipe/input, 3 = run
+directory problem, 4 = an environment is not installed, 5 = environment workers
+keep failing (the run is resumable).
+
+Model output is never a reason to stop: malformed replies (no `Action:`, empty,
+huge, binary) are invalid actions, counted in `invalid_actions_per_task`; see
+`tests/test_formats.py` (property-based with hypothesis: the Thought/Action parser on random text, the ShareGPT reader on random and truncated files).
+"""
+
+
+def main() -> None:
+    rows = [HEADER]
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = case.run(Path(tmp))
+        message = proc.stderr.strip().replace(tmp, "{tmp}").replace(str(REPO), "<repo>")
+        rows.append(f"## {case.what}\n\n```\n$ sand {' '.join(case.args)}\n```\n\nexit code {proc.returncode}:\n\n"
+                    f"```\n{message[-1500:]}\n```\n")
+        print(f"{proc.returncode}  {case.what}", file=sys.stderr)
+    (REPO / "docs" / "bad-inputs.md").write_text("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
