@@ -43,6 +43,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--vllm-lora-mode", default="adapter",
                     help="adapter: engine started with enable_lora (slower CPU kernels); merge: plain engine")
+    ap.add_argument("--vllm-dtype", default="bfloat16", help="bfloat16 is emulated (slow) on CPUs without AVX512-BF16/AMX")
+    ap.add_argument("--vllm-bind", default="", help="VLLM_CPU_OMP_THREADS_BIND: '' (vLLM's auto), nobind, 0-1, ...")
+    ap.add_argument("--threads", type=int, default=1, help="transformers: torch threads")
+    ap.add_argument("--chats", type=int, default=1, help="chats per call (each with n samples)")
     args = ap.parse_args()
 
     from transformers import AutoTokenizer
@@ -62,8 +66,9 @@ def main() -> None:
     # Stop only at end-of-turn / max tokens, so every backend generates the same lengths.
     sampling = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.tokens, seed=0)
     params = {
-        "transformers": {"threads": 1, "stop": [], "dtype": "float32"},
-        "vllm": {"stop": [], "max_model_len": 1024, "kv_cache_space_gb": 1, "lora_mode": args.vllm_lora_mode},
+        "transformers": {"threads": args.threads, "stop": [], "dtype": "float32"},
+        "vllm": {"stop": [], "max_model_len": 1024, "kv_cache_space_gb": 1, "lora_mode": args.vllm_lora_mode,
+                 "dtype": args.vllm_dtype, "cpu_threads_bind": args.vllm_bind},
     }
     for name in args.backends.split(","):
         pol = plugins.registries().build("policy", name, params.get(name, {}))
@@ -73,10 +78,10 @@ def main() -> None:
         calls = []
         for r in range(args.repeats):
             t0 = time.perf_counter()
-            out = pol.generate([chat], SamplingParams(**{**sampling.to_dict(), "seed": r}))
+            out = pol.generate([chat] * args.chats, SamplingParams(**{**sampling.to_dict(), "seed": r}))
             calls.append(round(time.perf_counter() - t0, 3))
         toks = [c.completion_tokens for c in out[0]]
-        print(json.dumps({"backend": name, "params": params.get(name, {}), "prompt_tokens": out[0][0].prompt_tokens, "n": args.n,
+        print(json.dumps({"backend": name, "params": params.get(name, {}), "prompt_tokens": out[0][0].prompt_tokens, "n": args.n, "chats": args.chats,
                           "completion_tokens": toks, "setup_s": round(setup_s, 2), "call_s": calls,
                           "stats": pol.stats}), flush=True)
         pol.close()

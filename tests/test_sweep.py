@@ -98,14 +98,17 @@ def test_results_table_has_mean_and_std_over_seeds(sweep):
     assert rows[("base", "unseen")]["stats"]["avg_reward"]["n"] == 1
     synth = {s["arm"]: s for s in results["synthesis"]}
     assert synth["sand"]["stats"]["backend_calls"]["n"] == 2
+    assert synth["sand"]["stats"]["wall_seconds"]["n"] == 2 and synth["sand"]["stats"]["wall_seconds"]["mean"] > 0
     assert not results["missing"]
 
 
 def test_second_sweep_skips_finished_runs(sweep):
     out, path, _ = sweep
     before = digest(out / "sand")
-    proc = sand("sweep", str(path))
-    assert digest(out / "sand") == before
+    proc = sand("sweep", str(path), "--seed", "1")
+    after = digest(out / "sand")
+    assert {k: v for k, v in after.items() if "sweep_wall_seconds" not in k} == \
+        {k: v for k, v in before.items() if "sweep_wall_seconds" not in k}
     assert "results:" in proc.stdout
 
 
@@ -146,3 +149,13 @@ def test_plan_validates_every_arm_without_running(tmp_path):
     proc = sand("sweep", str(path), "--plan", check=False)
     assert proc.returncode == 2 and "arm a seed 0" in proc.stderr and "sampler" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["miniature", "miniature-gpu"])
+def test_shipped_experiments_validate(name):
+    """Every arm × seed of the shipped experiments (CPU and the GPU-sized one) is a valid recipe here."""
+    repo = Path(__file__).resolve().parent.parent
+    proc = sand("sweep", str(repo / "experiments" / f"{name}.yaml"), "--plan")
+    runs = json.loads(proc.stdout)
+    assert {r["arm"] for r in runs} == {"sand", "sft-control", "wo-eac", "wo-sas", "base"}
+    assert len(runs) == 4 * 3 + 1

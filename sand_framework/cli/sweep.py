@@ -16,11 +16,13 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
               help="Folder of the sweep's runs (default: the file's output_dir).")
 @click.option("--arm", "arms", multiple=True, help="Only this arm (repeatable); arms it reuses must be done.")
+@click.option("--seed", "seeds", multiple=True, type=int,
+              help="Only this seed (repeatable); one `sand sweep --seed K` per seed can run side by side.")
 @click.option("--plan", is_flag=True, help="Validate every arm's recipe and print the runs, without running.")
 @click.option("--table-only", is_flag=True, help="Only rebuild results.md / results.json from finished runs.")
 @PLUGINS_DIR
 @friendly
-def command(sweep_file, out_dir, arms, plan, table_only, plugin_dirs):
+def command(sweep_file, out_dir, arms, seeds, plan, table_only, plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
@@ -49,7 +51,7 @@ def command(sweep_file, out_dir, arms, plan, table_only, plugin_dirs):
         return
     failed = []
     if not table_only:
-        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs))
+        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds))
         failed = [o for o in outcomes if o.status in ("failed", "blocked")]
     path = write_results(spec, out)
     click.echo(path.read_text())

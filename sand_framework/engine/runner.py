@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from sand_framework.config import Recipe, load_recipe, validate
 from sand_framework.config.load import merge, parse_overrides
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
-from sand_framework.errors import RunDirError
+from sand_framework.errors import DiskFullError, RunDirError
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir
@@ -38,6 +40,20 @@ def resolve(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] =
             ) -> tuple[Recipe, PluginSet, Registries]:
     data, path = load_recipe(recipe_ref, overrides)
     return prepare(data, plugin_dirs, str(path))
+
+
+def disk_full(exc: BaseException, path: Path, min_free: int = 1 << 20) -> bool:
+    """Did ``exc`` come from a full disk? Libraries wrap ENOSPC (torch.save raises a RuntimeError), so look
+    through the exception chain, then at the free space left where the run writes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    try:
+        return shutil.disk_usage(path).free < min_free
+    except OSError:
+        return False
 
 
 def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
@@ -78,6 +94,13 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         ctx.console.print(f"[bold]run directory[/]: {rd.path}")
         try:
             metrics = Pipeline(ctx).run()
+        except Exception as exc:
+            if disk_full(exc, rd.path):
+                raise DiskFullError(
+                    f"no space left on the disk of {rd.path} ({type(exc).__name__}: {str(exc)[:200]}). Every unit "
+                    f"finished before is kept; free some space (`df -h {rd.path}`) and continue with "
+                    f"`sand run --resume {rd.path}`") from exc
+            raise
         finally:
             ctx.close()
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sand_framework.report.tables import markdown_table
 from sand_framework.store.files import atomic_write_json, atomic_write_text, read_json
-from sand_framework.sweep.runner import finished, run_dir_of
+from sand_framework.sweep.runner import finished, run_dir_of, wall_seconds
 from sand_framework.sweep.spec import SweepSpec
 
 EVAL_FIELDS = ("avg_reward", "success_rate", "deliberation_rate_step", "invalid_actions_per_task",
@@ -52,7 +52,6 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
     synth: list[dict[str, Any]] = []
     missing: list[str] = []
     splits = list(spec.splits or [])
-    walls = read_json(out / "wall_seconds.json", {}) or {}
     for arm in spec.arms:
         metrics = {}
         for seed in spec.seeds_of(arm):
@@ -74,7 +73,8 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
         synth_runs = [m["synthesis"].get("iter1") for m in metrics.values() if m.get("synthesis", {}).get("iter1")]
         if synth_runs:
             stats = {f: Stat([float(r.get(f, 0)) for r in synth_runs]) for f in SYNTH_FIELDS}
-            stats["wall_seconds"] = Stat([walls[f"{arm.name}/seed{s}"] for s in metrics if f"{arm.name}/seed{s}" in walls])
+            walls = [wall_seconds(run_dir_of(out, arm.name, s)) for s in metrics]
+            stats["wall_seconds"] = Stat([w for w in walls if w is not None])
             synth.append({"arm": arm.name, "seeds": sorted(metrics), "stats": stats})
     return {"name": spec.name, "splits": splits, "rows": rows, "synthesis": synth, "missing": missing}
 

@@ -58,8 +58,11 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
 
 
 def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_dirs: list[str] = (),
-              console: Console | None = None) -> list[RunOutcome]:
-    """Run (or resume) every selected (arm, seed); returns what happened to each."""
+              console: Console | None = None, seeds: list[int] | None = None) -> list[RunOutcome]:
+    """Run (or resume) every selected (arm, seed); returns what happened to each.
+
+    Selecting seeds lets several sweeps of one file run side by side (one per seed): they never touch the
+    same run directory."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     outcomes: list[RunOutcome] = []
@@ -67,7 +70,7 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
     seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
     for seed in seeds:
         for arm in spec.arms:
-            if seed not in spec.seeds_of(arm) or (arms and arm.name not in arms):
+            if seed not in spec.seeds_of(arm) or (arms and arm.name not in arms) or (seeds and seed not in seeds):
                 continue
             path = run_dir_of(out, arm.name, seed)
             if finished(path):
@@ -98,13 +101,19 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
     return outcomes
 
 
+WALL_FILE = "sweep_wall_seconds.json"
+"""In each run directory: wall seconds spent on it, summed over every ``sand sweep`` that worked on it
+(kept per run so that several ``sand sweep --seed K`` processes can share one output folder)."""
+
+
+def wall_seconds(run_dir: Path) -> float | None:
+    return (read_json(run_dir / WALL_FILE, {}) or {}).get("seconds")
+
+
 def _record_wall_time(out: Path, arm: str, seed: int, seconds: float) -> None:
-    """Wall seconds spent on each run, summed over every ``sand sweep`` invocation that worked on it."""
-    path = out / "wall_seconds.json"
-    data = read_json(path, {}) or {}
-    key = f"{arm}/seed{seed}"
-    data[key] = round(data.get(key, 0.0) + seconds, 1)
-    atomic_write_json(path, data)
+    path = run_dir_of(out, arm, seed) / WALL_FILE
+    if path.parent.is_dir():
+        atomic_write_json(path, {"seconds": round((wall_seconds(path.parent) or 0.0) + seconds, 1)})
 
 
 def outcomes_json(outcomes: list[RunOutcome]) -> str:

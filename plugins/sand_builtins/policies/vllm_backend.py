@@ -86,7 +86,8 @@ def vllm_available() -> bool:
 @dataclass
 class VLLMParams:
     dtype: str = "bfloat16"
-    """vLLM's ``dtype``: ``bfloat16`` (CPU and GPU), ``float16``, ``float32`` or ``auto``."""
+    """vLLM's ``dtype``: ``bfloat16`` (CPU and GPU), ``float16``, ``float32`` or ``auto``. On a CPU without
+    AVX512-BF16/AMX bf16 is emulated: ``float32`` measured 2x faster there (benchmarks/policy_speed.py)."""
     max_model_len: int = 4096
     """Context length of the engine (prompt + generation); also caps prompts (see ``max_prompt_tokens``)."""
     max_prompt_tokens: int = 2048
