@@ -25,11 +25,23 @@ Every row was produced by running the command through the real `sand` CLI
 every test run: the exit code, the message, and that no traceback is printed).
 `{tmp}` is a scratch folder. Exit codes: 2 = fix the recipe/input, 3 = run
 directory problem, 4 = an environment is not installed, 5 = environment workers
-keep failing (the run is resumable).
+keep failing (the run is resumable), 6 = the run directory's disk is full (see
+the end of this page).
 
 Model output is never a reason to stop: malformed replies (no `Action:`, empty,
 huge, binary) are invalid actions, counted in `invalid_actions_per_task`; see
 `tests/test_formats.py` (property-based with hypothesis: the Thought/Action parser on random text, the ShareGPT reader on random and truncated files).
+"""
+
+FOOTER = """## Faults during a run (tested, not in the table above)
+
+| fault | what you see | test |
+|---|---|---|
+| the disk of the run directory fills up | exit 6: `no space left on the disk of RUN (...). Every unit finished before is kept; free some space (df -h RUN) and continue with sand run --resume RUN` | `tests/test_disk_full.py` (a real 320 KiB tmpfs, then remounted larger and resumed) |
+| `kill -9` at any moment | nothing; `sand run --resume RUN` finishes with the same artifacts | `tests/test_fault_injection.py` |
+| an environment worker dies or hangs | nothing; the worker is restarted, its episodes replayed, counted in `metrics.json` (`env_faults_survived`, `env_hangs`) | `tests/test_executors.py` |
+| an environment keeps hanging | exit 5: `env worker(s) [...] kept dying or hanging (...): the environment itself is failing; the run can be resumed once it is fixed` | `tests/test_executors.py` |
+| an OpenAI-compatible server errors or times out | retried with backoff; a server that stays down stops the run with the endpoint named, resumable | `tests/test_policy_openai.py` |
 """
 
 
@@ -42,6 +54,7 @@ def main() -> None:
         rows.append(f"## {case.what}\n\n```\n$ sand {' '.join(case.args)}\n```\n\nexit code {proc.returncode}:\n\n"
                     f"```\n{message[-1500:]}\n```\n")
         print(f"{proc.returncode}  {case.what}", file=sys.stderr)
+    rows.append(FOOTER)
     (REPO / "docs" / "bad-inputs.md").write_text("\n".join(rows))
 
 

@@ -159,3 +159,14 @@ def test_shipped_experiments_validate(name):
     runs = json.loads(proc.stdout)
     assert {r["arm"] for r in runs} == {"sand", "sft-control", "wo-eac", "wo-sas", "base"}
     assert len(runs) == 4 * 3 + 1
+
+
+def test_seed_and_arm_filters_touch_only_the_selected_runs(tmp_path):
+    """`--seed 1 --arm b` makes exactly one run directory (runs fail fast here: the model does not exist)."""
+    arms = [{"name": "a", "recipe": "smoke", "overrides": ["model.base=/nonexistent"]},
+            {"name": "b", "recipe": "smoke", "overrides": ["model.base=/nonexistent"]}]
+    path = write_sweep(tmp_path, arms, seeds=(0, 1, 2))
+    proc = sand("sweep", str(path), "--seed", "1", "--arm", "b", check=False)
+    assert proc.returncode == 1 and "b/seed1" in proc.stderr
+    made = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").glob("*/seed*"))
+    assert made == ["b/seed1"]

@@ -67,8 +67,8 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
     out.mkdir(parents=True, exist_ok=True)
     outcomes: list[RunOutcome] = []
     failed: set[tuple[str, int]] = set()
-    seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
-    for seed in seeds:
+    all_seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
+    for seed in all_seeds:
         for arm in spec.arms:
             if seed not in spec.seeds_of(arm) or (arms and arm.name not in arms) or (seeds and seed not in seeds):
                 continue
