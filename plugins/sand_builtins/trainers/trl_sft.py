@@ -144,6 +144,23 @@ def prepare_chat_template(tokenizer) -> str:
     )
 
 
+def release_memory() -> None:
+    """Hand the training stage's memory back before sampling/evaluation start in the same process.
+
+    Activations and optimizer state of a CPU run stay in glibc's arenas after
+    the trainer is gone (a 135M-parameter SFT left ~7 GB resident); trimming
+    them lets several runs share a small machine.
+    """
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def latest_checkpoint(ckpt_dir: str | os.PathLike) -> str | None:
     """The newest complete ``checkpoint-N`` (one with ``trainer_state.json``, written last), or None."""
     root = Path(ckpt_dir)
@@ -372,6 +389,8 @@ class TrlSftTrainer(Trainer):
                     shutil.rmtree(out / "checkpoints", ignore_errors=True)
         finally:
             torch.set_num_threads(prev_threads)
+            trainer = None
+            release_memory()
         return str(final)
 
     def _write_summary(self, out: Path, trainer, result, wall: float, resumed: str | None) -> None:
