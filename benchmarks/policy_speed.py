@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("--vllm-bind", default="", help="VLLM_CPU_OMP_THREADS_BIND: '' (vLLM's auto), nobind, 0-1, ...")
     ap.add_argument("--threads", type=int, default=1, help="transformers: torch threads")
     ap.add_argument("--chats", type=int, default=1, help="chats per call (each with n samples)")
+    ap.add_argument("--common-prefix", default="off", help="transformers share_common_prefix: off, on, or both "
+                    "(both: two rows side by side, the chats differing only in their last observation)")
     args = ap.parse_args()
 
     from transformers import AutoTokenizer
@@ -66,11 +68,21 @@ def main() -> None:
     # Stop only at end-of-turn / max tokens, so every backend generates the same lengths.
     sampling = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.tokens, seed=0)
     params = {
-        "transformers": {"threads": args.threads, "stop": [], "dtype": "float32"},
+        "transformers": {"threads": args.threads, "stop": [], "dtype": "float32",
+                         "share_common_prefix": args.common_prefix == "on"},
         "vllm": {"stop": [], "max_model_len": 1024, "kv_cache_space_gb": 1, "lora_mode": args.vllm_lora_mode,
                  "dtype": args.vllm_dtype, "cpu_threads_bind": args.vllm_bind},
     }
-    for name in args.backends.split(","):
+    # Chats of one call share the instruction and history and differ in their last observation, like the
+    # branches of a rollout depth or the tasks of an evaluation batch.
+    chats = [chat[:-1] + [{"role": "user", "content": f"{chat[-1]['content']} You see item number {i}."}]
+             for i in range(args.chats)]
+    runs = [(b, None) for b in args.backends.split(",")]
+    if args.common_prefix == "both":
+        runs = [(b, flag) for b in args.backends.split(",") for flag in ((False, True) if b == "transformers" else (None,))]
+    for name, flag in runs:
+        if flag is not None:
+            params["transformers"]["share_common_prefix"] = flag
         pol = plugins.registries().build("policy", name, params.get(name, {}))
         t0 = time.perf_counter()
         pol.setup(model)
@@ -78,10 +90,10 @@ def main() -> None:
         calls = []
         for r in range(args.repeats):
             t0 = time.perf_counter()
-            out = pol.generate([chat] * args.chats, SamplingParams(**{**sampling.to_dict(), "seed": r}))
+            out = pol.generate(chats, SamplingParams(**{**sampling.to_dict(), "seed": r}))
             calls.append(round(time.perf_counter() - t0, 3))
         toks = [c.completion_tokens for c in out[0]]
-        print(json.dumps({"backend": name, "params": params.get(name, {}), "prompt_tokens": out[0][0].prompt_tokens, "n": args.n, "chats": args.chats,
+        print(json.dumps({"backend": name, "params": dict(params.get(name, {})), "prompt_tokens": out[0][0].prompt_tokens, "n": args.n, "chats": args.chats,
                           "completion_tokens": toks, "setup_s": round(setup_s, 2), "call_s": calls,
                           "stats": pol.stats}), flush=True)
         pol.close()

@@ -234,3 +234,35 @@ def test_shared_prefill_matches_reencoding(tiny_dir):
     assert _texts(out[True]) == _texts(out[False])
     counts = {share: [[c.completion_tokens for c in r] for r in res] for share, res in out.items()}
     assert counts[True] == counts[False]
+
+
+def test_common_prefix_sharing_matches_full_encoding(tiny_dir):
+    """Rows laid out as [shared prefix][padding][rest] with the prefix encoded once give the same tokens as
+    plain left-padded encoding, greedy and sampled (same seed), for prompts of different lengths."""
+    head = CHAT[:2]
+    chats = [head + [{"role": "user", "content": "Your task is to find the coin. You are in the kitchen."}],
+             head + [{"role": "user", "content": "Observation: You see a fridge."}],
+             head + [{"role": "user", "content": "Observation: You are in the pantry. There is a door to the "
+                                                 "north and a door to the south, both open."}]]
+    out = {}
+    for share in (True, False):
+        pol = TransformersPolicy(TransformersPolicy.Params(share_common_prefix=share, min_common_prefix=4))
+        pol.setup(tiny_dir)
+        assert (pol._common_prefix([pol.encode_prompt(c) for c in chats], 1) >= 4) == share
+        used = []
+        real = pol._generate_from_common_prefix
+        pol._generate_from_common_prefix = lambda *a, _r=real: used.append(_r(*a)) or used[-1]
+        out[share] = (pol.generate(chats, GREEDY), pol.generate(chats, SamplingParams(n=3, temperature=1.0,
+                                                                                      max_new_tokens=10, seed=5)))
+        assert bool(used) == share and all(u is not None for u in used)  # no silent fallback
+        pol.close()
+    for a, b in zip(out[True], out[False]):
+        assert _texts(a) == _texts(b)
+        assert [[c.prompt_tokens for c in r] for r in a] == [[c.prompt_tokens for c in r] for r in b]
+
+
+def test_common_prefix_leaves_every_prompt_a_token(tiny_dir):
+    pol = TransformersPolicy(TransformersPolicy.Params(share_common_prefix=True, min_common_prefix=1))
+    assert pol._common_prefix([[1, 2, 3], [1, 2, 3, 4]], 1) == 2
+    assert pol._common_prefix([[1, 2, 3]], 1) == 0 and pol._common_prefix([[1, 2, 3]], 2) == 2
+    assert pol._common_prefix([[5, 2], [1, 2]], 1) == 0

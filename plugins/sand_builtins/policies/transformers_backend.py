@@ -56,6 +56,12 @@ class TransformersParams:
     share_prefill: bool = True
     """With n > 1 samples, encode each prompt once and copy its KV cache to the n sequences
     (instead of ``num_return_sequences`` re-encoding it n times); falls back if the model's cache cannot."""
+    share_common_prefix: bool = False
+    """Encode the tokens that all prompts of a batch start with (the task instruction: 75-90% of a
+    TextWorld-Express prompt) once and copy its KV cache to every row; the rows are laid out as
+    ``prefix, padding, rest``. Off by default until measured on more models (benchmarks/policy_speed.py)."""
+    min_common_prefix: int = 32
+    """Shorter shared prefixes are not worth the extra forward."""
 
 
 class TransformersPolicy(Policy):
@@ -262,13 +268,18 @@ class TransformersPolicy(Policy):
         pad = self.tokenizer.pad_token_id
         if pad is None:
             pad = self._stop_ids[0] if self._stop_ids else 0
-        width = max(len(p) for p in prompts)
+        common = self._common_prefix(prompts, k)
+        width = common + max(len(p) - common for p in prompts)
         input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
         for r, p in enumerate(prompts):
-            if p:
-                input_ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-                attention[r, width - len(p) :] = 1
+            # [shared prefix][left padding][rest of the prompt]; with common == 0 plain left padding
+            rest = p[common:]
+            input_ids[r, :common] = torch.tensor(p[:common], dtype=torch.long)
+            attention[r, :common] = 1
+            if rest:
+                input_ids[r, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
+                attention[r, width - len(rest) :] = 1
         kwargs: dict[str, Any] = dict(
             input_ids=input_ids.to(self.device),
             attention_mask=attention.to(self.device),
@@ -290,7 +301,9 @@ class TransformersPolicy(Policy):
         if stops:
             kwargs.update(stop_strings=stops, tokenizer=self.tokenizer)
         out = None
-        if k > 1 and self.params.share_prefill and width > 1:
+        if common:
+            out = self._generate_from_common_prefix(model, kwargs, k, common)
+        elif k > 1 and self.params.share_prefill and width > 1:
             out = self._generate_shared_prefill(model, kwargs, k)
         if out is None:
             out = model.generate(**kwargs)
@@ -313,6 +326,46 @@ class TransformersPolicy(Policy):
                 self._stats["completion_tokens"] += used
             results.append(row)
         return results
+
+    def _common_prefix(self, prompts: list[list[int]], k: int) -> int:
+        """Length of the token prefix every prompt shares (0 when off, too short, or a single sequence);
+        each prompt keeps at least one token after it, which the generation step needs."""
+        if not self.params.share_common_prefix or len(prompts) * k < 2:
+            return 0
+        first, n = prompts[0], min(len(p) for p in prompts) - 1
+        common = next((i for i in range(n) if any(p[i] != first[i] for p in prompts)), max(0, n))
+        return common if common >= max(1, self.params.min_common_prefix) else 0
+
+    def _generate_from_common_prefix(self, model: Any, kwargs: dict[str, Any], k: int, common: int) -> Any:
+        """Encode the shared prefix once, copy its cache to every row (and, with k samples, the rows' own
+        prompt tails once each before copying k times), then generate."""
+        import torch
+
+        ids, mask = kwargs["input_ids"], kwargs["attention_mask"]
+        try:
+            from transformers import DynamicCache
+
+            cache = DynamicCache(config=model.config)
+            model(input_ids=ids[:1, :common], attention_mask=mask[:1, :common],
+                  position_ids=torch.arange(common, device=ids.device)[None], past_key_values=cache, use_cache=True)
+            cache.batch_repeat_interleave(ids.shape[0])
+            if k > 1 and ids.shape[1] - common > 1:
+                pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+                model(input_ids=ids[:, common:-1], attention_mask=mask[:, :-1], position_ids=pos[:, common:-1],
+                      past_key_values=cache, use_cache=True)
+            if k > 1:
+                cache.batch_repeat_interleave(k)
+        except Exception:  # noqa: BLE001 - an architecture whose cache cannot be shared
+            log.debug("common-prefix sharing unavailable; encoding every prompt in full", exc_info=True)
+            return None
+        rest = dict(kwargs)
+        rest.update(
+            input_ids=torch.repeat_interleave(ids, k, dim=0),
+            attention_mask=torch.repeat_interleave(mask, k, dim=0),
+            num_return_sequences=1,
+            past_key_values=cache,
+        )
+        return model.generate(**rest)
 
     def _generate_shared_prefill(self, model: Any, kwargs: dict[str, Any], k: int) -> Any:
         """Run the prompts (all but their last token) once, repeat the cache k times, then generate."""
