@@ -74,11 +74,6 @@ class EnvWorkerError(SandError):
     exit_code = 5
 
 
-class ModelNotFound(SandError):
-    """``model.base`` names no loadable model (missing folder, or a hub id that is offline and uncached)."""
-
-    exit_code = 2
-
 
 class DiskFullError(SandError):
     """The run directory's disk filled up; everything finished before is kept and the run is resumable."""

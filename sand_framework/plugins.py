@@ -175,13 +175,13 @@ class PluginSet:
 
 def check_model_ref(ref: str) -> None:
     """Fail before any work on a model that cannot load: a missing folder, or a hub id offline and uncached."""
-    from sand_framework.errors import ModelNotFound
+    from sand_framework.errors import ModelUnavailable
 
     path = Path(ref).expanduser()
     looks_local = ref.startswith(("/", ".", "~")) or path.exists() or ref.count("/") > 1
     if looks_local:
         if not (path / "config.json").is_file():
-            raise ModelNotFound(f"model {ref!r}: no such model folder (expected a folder with config.json); "
+            raise ModelUnavailable(f"model {ref!r}: no such model folder (expected a folder with config.json); "
                                 "set model.base to a local Hugging Face model folder, a hub id, or an alias "
                                 "(built-in: smollm2-135m, tiny-random)")
         return
@@ -193,7 +193,7 @@ def check_model_ref(ref: str) -> None:
         except Exception:  # noqa: BLE001 - a malformed id is reported below
             cached = None
         if not isinstance(cached, str):
-            raise ModelNotFound(f"model {ref!r}: not in the local Hugging Face cache and HF_HUB_OFFLINE=1; "
+            raise ModelUnavailable(f"model {ref!r}: not in the local Hugging Face cache and HF_HUB_OFFLINE=1; "
                                 "download it first (`huggingface-cli download " + ref + "`) or unset HF_HUB_OFFLINE")
 
 

@@ -24,7 +24,7 @@ Every row was produced by running the command through the real `sand` CLI
 (`scripts/bad_inputs_doc.py`; `tests/test_bad_inputs.py` checks the same cases on
 every test run: the exit code, the message, and that no traceback is printed).
 `{tmp}` is a scratch folder. Exit codes: 2 = fix the recipe/input, 3 = run
-directory problem, 4 = an environment is not installed, 5 = environment workers
+directory problem, 4 = an environment or model is not installed / not found, 5 = environment workers
 keep failing (the run is resumable), 6 = the run directory's disk is full (see
 the end of this page).
 

@@ -103,7 +103,7 @@ def test_process_pool_survives_a_hung_worker(registries, env, trajs, baseline):
     """A worker frozen mid-rollouts (SIGSTOP: a real hang, as a stuck JVM would be) is killed after
     ``timeout_s``, restarted and its episodes replayed; the results are unchanged and the hang is counted."""
     recs, _ = baseline
-    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 2, "timeout_s": 5})
+    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 2, "timeout_s": 10})
     try:
         synth(registries, env, trajs, ex)  # warm both workers (JVM start-up is not a hang)
         frozen = ex.worker_pids()[1]
@@ -124,7 +124,8 @@ def test_process_pool_survives_a_hung_worker(registries, env, trajs, baseline):
 def test_process_pool_gives_up_on_an_environment_that_keeps_hanging(registries, env, trajs):
     from sand_framework.errors import EnvWorkerError
 
-    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 1, "timeout_s": 0.001, "max_restarts": 1})
+    ex = registries.build("executor", "process_pool", {**EXEC, "workers": 1, "timeout_s": 0.001,
+                                                         "startup_timeout_s": 0.001, "max_restarts": 1})
     try:
         with pytest.raises(EnvWorkerError, match="kept dying or hanging.*resumed"):
             synth(registries, env, trajs, ex)

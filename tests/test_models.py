@@ -31,8 +31,16 @@ def test_unknown_ref_is_left_alone(tmp_path):
 def test_resolves_through_the_hook(tmp_path):
     ps = PluginSet()
     ps.register(models, "sand_builtins.models", "test", "builtin")
-    assert ps.resolve_model("gpt2", str(tmp_path)) == "gpt2"
     assert ps.resolve_model("tiny-random", str(tmp_path)) == str(tmp_path / "models" / "tiny-random")
+    # no plugin knows the name: it passes through as a path / hub id, checked before any work is done
+    folder = ps.resolve_model("tiny-random", str(tmp_path))
+    assert ps.resolve_model(folder + "/", str(tmp_path)) == folder + "/"
+    with pytest.raises(ModelUnavailable, match="no such model folder"):
+        ps.resolve_model(str(tmp_path / "missing"), str(tmp_path))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
+            ps.resolve_model("someone/not-cached-model", str(tmp_path))
 
 
 def test_tiny_random_builds_once_and_loads(tmp_path):

@@ -141,6 +141,8 @@ class ProcessPoolExecutor(InProcessExecutor):
         """Restarts of dead or hung workers tolerated within one parallel call."""
         timeout_s: float | None = 300.0
         """A worker that has not answered one parallel call after this long is hung: killed, restarted, replayed."""
+        startup_timeout_s: float = 180.0
+        """The same limit for a worker's first call, which includes its start-up (environment, JVM)."""
 
     def make_pool(self, env: Environment) -> EnvPool:
         from sand_framework.engine.envpool import ProcessEnvPool
@@ -149,7 +151,8 @@ class ProcessPoolExecutor(InProcessExecutor):
             raise ValueError(f"executor process_pool: start_method must be spawn or forkserver, "
                              f"got {self.params.start_method!r}")
         return ProcessEnvPool(env, workers=self.params.workers, start_method=self.params.start_method,
-                              max_restarts=self.params.max_restarts, timeout_s=self.params.timeout_s)
+                              max_restarts=self.params.max_restarts, timeout_s=self.params.timeout_s,
+                              startup_timeout_s=self.params.startup_timeout_s)
 
     def worker_pids(self) -> list[int | None]:
         return [pid for pool in self._pools.values() for pid in pool.pids()]

@@ -311,6 +311,8 @@ class _Worker:
         self.proc = ctx.Process(target=_worker_main, args=(child, blob), daemon=True)
         self.proc.start()
         child.close()
+        self.answered = False
+        """Until its first reply a worker is still starting (interpreter, plugins, a JVM): not hung."""
 
     def stop(self, timeout: float = 10.0) -> None:
         try:
@@ -335,11 +337,13 @@ class ProcessEnvPool(RemotePool):
     """
 
     def __init__(self, prototype: Environment, workers: int = 2, start_method: str = "spawn",
-                 max_restarts: int = 3, timeout_s: float | None = 300.0):
+                 max_restarts: int = 3, timeout_s: float | None = 300.0, startup_timeout_s: float = 180.0):
         super().__init__(prototype, workers)
         self.ctx = mp.get_context(start_method)
         self.max_restarts = max_restarts
         self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        """A fresh worker's first call also pays for its start-up (a JVM under load can take minutes)."""
         self.counters["hangs"] = 0
         self.workers: list[_Worker | None] = [None] * self.n_workers
 
@@ -375,13 +379,17 @@ class ProcessEnvPool(RemotePool):
                 except (OSError, ValueError):
                     self._restart(w)
             for w in sent:
-                conn = self.worker(w).conn
+                worker = self.worker(w)
+                conn = worker.conn
                 try:
-                    if self.timeout_s is not None and not conn.poll(self.timeout_s):
-                        self.counters["hangs"] += 1
-                        self._restart(w)
-                        continue
+                    if self.timeout_s is not None:
+                        limit = self.timeout_s if worker.answered else max(self.timeout_s, self.startup_timeout_s)
+                        if not conn.poll(limit):
+                            self.counters["hangs"] += 1
+                            self._restart(w)
+                            continue
                     replies[w] = conn.recv()
+                    worker.answered = True
                 except (EOFError, OSError):
                     self._restart(w)
             pending = {w: ops for w, ops in pending.items() if w not in replies}

@@ -152,6 +152,10 @@ def load_runs(paths: list[str | Path], bands_from: str | None = None) -> list[Ru
         if names.count(r.name) > 1:
             r.label = r.path.resolve().name
     labels = [r.label for r in runs]
+    for r in runs:  # sweep layout OUT/<arm>/seed<k>: the arm tells them apart
+        if labels.count(r.label) > 1:
+            r.label = f"{r.path.resolve().parent.name}/{r.path.resolve().name}"
+    labels = [r.label for r in runs]
     for i, r in enumerate(runs):
         if labels.count(r.label) > 1:
             r.label = f"{r.label}#{i + 1}"
