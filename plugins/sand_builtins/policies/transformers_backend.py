@@ -358,14 +358,7 @@ class TransformersPolicy(Policy):
         except Exception:  # noqa: BLE001 - an architecture whose cache cannot be shared
             log.debug("common-prefix sharing unavailable; encoding every prompt in full", exc_info=True)
             return None
-        rest = dict(kwargs)
-        rest.update(
-            input_ids=torch.repeat_interleave(ids, k, dim=0),
-            attention_mask=torch.repeat_interleave(mask, k, dim=0),
-            num_return_sequences=1,
-            past_key_values=cache,
-        )
-        return model.generate(**rest)
+        return self._generate_from_cache(model, kwargs, k, cache)
 
     def _generate_shared_prefill(self, model: Any, kwargs: dict[str, Any], k: int) -> Any:
         """Run the prompts (all but their last token) once, repeat the cache k times, then generate."""
@@ -385,10 +378,17 @@ class TransformersPolicy(Policy):
         except Exception:  # noqa: BLE001 - an architecture whose cache cannot be shared
             log.debug("shared prefill unavailable; re-encoding the prompt per sample", exc_info=True)
             return None
+        return self._generate_from_cache(model, kwargs, k, cache)
+
+    @staticmethod
+    def _generate_from_cache(model: Any, kwargs: dict[str, Any], k: int, cache: Any) -> Any:
+        """Generate for every row repeated k times, continuing from a cache already expanded to those rows."""
+        import torch
+
         rest = dict(kwargs)
         rest.update(
-            input_ids=torch.repeat_interleave(ids, k, dim=0),
-            attention_mask=torch.repeat_interleave(mask, k, dim=0),
+            input_ids=torch.repeat_interleave(kwargs["input_ids"], k, dim=0),
+            attention_mask=torch.repeat_interleave(kwargs["attention_mask"], k, dim=0),
             num_return_sequences=1,
             past_key_values=cache,
         )
