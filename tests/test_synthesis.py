@@ -12,18 +12,16 @@ from scripted import ScriptedPolicy
 from sand_framework.deliberation import concludes_with, is_deliberation
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.engine.synthesis import Components, synthesize_batch
-from sand_framework.types import Step, Trajectory
+from sand_framework.engine.expert import expert_trajectory
 
 
 def expert_trajs(env, k=2):
+    """The environment's expert trajectories (the engine's own helper) with a recognizable expert thought."""
     out = []
     for task_id in env.tasks("train")[:k]:
-        task = env.reset(task_id)
-        t = Trajectory(task_id=task_id, env=env.name, instruction=env.instruction(), task=task)
-        for a in env.expert_actions(task_id):
-            r = env.step(a)
-            t.steps.append(Step(thought="expert thought", action=a, observation=r.observation))
-            t.reward, t.success = r.reward, r.success
+        t = expert_trajectory(env, task_id)
+        for s in t.steps:
+            s.thought = "expert thought"
         out.append(t)
     return out
 

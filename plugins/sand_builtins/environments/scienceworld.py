@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Iterable
 
+from sand_builtins.environments.jvm import reap_java
 from sand_framework import hookimpl
 from sand_framework.components import Environment
 from sand_framework.errors import EnvironmentUnavailable, ReplayMismatch
@@ -459,18 +460,7 @@ class ScienceWorldEnv(Environment):
             except Exception:  # noqa: BLE001
                 pass
         sw.close = lambda: None  # ScienceWorldEnv.__del__ calls close() again
-        if proc is not None:
-            try:
-                proc.wait(timeout=5)
-            except Exception:  # noqa: BLE001
-                proc.kill()
-                proc.wait(timeout=5)
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except Exception:  # noqa: BLE001
-                    pass
+        reap_java(proc)
 
     def _call(self, op: Callable[[Any], Any]) -> Any:
         """Run ``op(ScienceWorldEnv)``; a dead JVM is restarted and the episode replayed, then ``op`` retried."""

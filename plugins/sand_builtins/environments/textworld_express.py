@@ -44,6 +44,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sand_builtins.environments.jvm import reap_java
 from sand_framework import hookimpl
 from sand_framework.components import Environment
 from sand_framework.errors import EnvironmentUnavailable
@@ -219,12 +220,7 @@ class TextWorldExpressEnv(Environment):
         except Exception:  # noqa: BLE001 - a dead gateway is already closed
             pass
         twx.close = lambda: None  # TWX's __del__ calls close() again; make that a no-op
-        if proc is not None:
-            try:
-                proc.wait(timeout=5)
-            except Exception:  # noqa: BLE001
-                proc.kill()
-                proc.wait(timeout=5)
+        reap_java(proc)
 
     def clone(self) -> "TextWorldExpressEnv":
         """A new instance (its own JVM, started lazily) with a copy of the params."""
