@@ -266,3 +266,27 @@ def test_common_prefix_leaves_every_prompt_a_token(tiny_dir):
     assert pol._common_prefix([[1, 2, 3], [1, 2, 3, 4]], 1) == 2
     assert pol._common_prefix([[1, 2, 3]], 1) == 0 and pol._common_prefix([[1, 2, 3]], 2) == 2
     assert pol._common_prefix([[5, 2], [1, 2]], 1) == 0
+
+
+@pytest.mark.parametrize("sharing", ["prefill", "common_prefix"])
+def test_prefill_keeps_only_the_last_logits(tiny_dir, adapters, sharing):
+    """The cache-filling forwards must not build logits for every prompt token (rows x tokens x vocabulary
+    floats: with SmolLM2's 49k vocabulary a 40-row synthesis batch allocated 5.5 GB that way), with the
+    base model and with a LoRA adapter attached; the tokens generated stay those of full encoding."""
+    params = dict(share_prefill=True) if sharing == "prefill" else dict(share_common_prefix=True, min_common_prefix=4)
+    pol = TransformersPolicy(TransformersPolicy.Params(**params))
+    pol.setup(tiny_dir)
+    head = CHAT[:2]
+    chats = [head + [{"role": "user", "content": "Your task is to find the coin. You are in the kitchen."}],
+             head + [{"role": "user", "content": "Observation: You see a fridge and a door to the west."}]]
+    sp = SamplingParams(n=3, temperature=1.0, max_new_tokens=6, seed=3)
+    for weights in (None, adapters[0]):
+        pol.set_agent_weights(weights)
+        positions: list[int] = []
+        hook = pol.model.lm_head.register_forward_hook(lambda m, i, o: positions.append(o.shape[1]))
+        try:
+            pol.generate(chats, sp)
+        finally:
+            hook.remove()
+        assert positions and max(positions) == 1, positions
+    pol.close()
