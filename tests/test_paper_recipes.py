@@ -15,9 +15,9 @@ import pytest
 SAND = [sys.executable, "-m", "sand_framework.cli.main"]
 
 
-def _run(recipe, run_dir, *overrides):
+def _run(recipe, run_dir, *overrides, timeout=1800):
     proc = subprocess.run([*SAND, "run", recipe, *overrides, "--run-dir", str(run_dir)], capture_output=True,
-                          text=True, timeout=3000)
+                          text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     print(f"\n{recipe}: synthesis {metrics['synthesis']['iter1']}\n eval {json.dumps(metrics['eval'])}")
@@ -45,5 +45,6 @@ def test_cpu_variant_runs_with_tiny_model(tmp_path, env, module):
 @pytest.mark.parametrize("env,module", [("alfworld", "alfworld"), ("sciworld", "scienceworld")])
 def test_cpu_variant_runs_as_written(tmp_path, env, module):
     _needs(module)
-    m = _run(f"paper/cpu/{env}", tmp_path / env)
+    # ALFWorld as written took over an hour on the shared 2-core machine (docs/environments.md)
+    m = _run(f"paper/cpu/{env}", tmp_path / env, timeout=3 * 3600)
     assert m["synthesis"]["iter1"]["steps"] > 0
