@@ -96,7 +96,8 @@ class Params:
     """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
     ``bfloat16``, ``float16``."""
     gradient_checkpointing: bool = False
-    """Trade compute for memory (GPU only; ignored on CPU)."""
+    """Recompute activations in the backward pass instead of keeping them: less memory, more compute
+    (``benchmarks/train_memory.py`` measures both); the trained weights are the same."""
 
 
 def build_dataset(trajectories: list[Trajectory]):
@@ -346,7 +347,7 @@ class TrlSftTrainer(Trainer):
             bf16=bf16,
             fp16=False,
             use_cpu=not use_cuda,
-            gradient_checkpointing=bool(p.gradient_checkpointing and use_cuda),
+            gradient_checkpointing=bool(p.gradient_checkpointing),
             dataloader_num_workers=0,
             dataset_num_proc=None,
             disable_tqdm=True,
