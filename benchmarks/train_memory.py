@@ -4,8 +4,9 @@
         [--data runs/miniature/sand/seed0/iter1/deliberation.sharegpt.json] [--steps 1] \\
         [--settings 'per_device_batch_size=4' 'per_device_batch_size=4,gradient_checkpointing=true' ...]
 
-Each setting trains SmolLM2-135M (LoRA, the quickstart trainer settings unless
-overridden) for ``--steps`` optimizer steps on the same trajectories in a fresh
+Each setting trains SmolLM2-135M with the trainer section of ``--recipe``
+(default ``repro/sand``: LoRA, max_length 1536, 4 sequences per step) plus the
+setting's ``key=value`` pairs, for ``--steps`` optimizer steps on the same trajectories in a fresh
 child process, and reports that child's peak RSS (``ru_maxrss``) and wall
 seconds. A fresh process per setting is the only way to get a clean peak:
 freed memory is not always returned to the OS. Without ``--data`` it uses the
@@ -23,16 +24,13 @@ import sys
 import tempfile
 import time
 
-DEFAULT_TRAINER = {"lora": True, "learning_rate": 5.0e-4, "batch_size": 4, "per_device_batch_size": 4,
-                   "max_length": 1536, "dtype": "float32", "report_to": "none", "threads": 1}
+def trainer_params(recipe: str, setting: str, steps: int) -> dict:
+    """The recipe's ``trainer`` section with the setting's ``key=value`` pairs applied, as ``sand run`` would."""
+    from sand_framework.config import load_recipe
 
-
-def _parse(setting: str) -> dict:
-    out = {}
-    for part in filter(None, setting.split(",")):
-        key, _, value = part.partition("=")
-        out[key.strip()] = json.loads(value) if value.strip() not in ("", None) else None
-    return out
+    data, _ = load_recipe(recipe, [f"trainer.{kv.strip()}" for kv in setting.split(",") if kv.strip()])
+    params = {k: v for k, v in data.get("trainer", {}).items() if k != "name"}
+    return {**params, "max_steps": steps}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -53,8 +51,7 @@ def child(args: argparse.Namespace) -> None:
         env = regs.build("environment", "textworld_express", {"max_steps": 10})
         trajs = [expert_trajectory(env, t) for t in env.tasks("train")[:10]]
         env.close()
-    params = {**DEFAULT_TRAINER, "max_steps": args.steps, **_parse(args.setting)}
-    trainer = regs.build("trainer", "trl_sft", params)
+    trainer = regs.build("trainer", "trl_sft", trainer_params(args.recipe, args.setting, args.steps))
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()
         trainer.train(TrainRequest(trajectories=trajs, base_model=model, init_weights=None, output_dir=out,
@@ -68,6 +65,7 @@ def child(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--recipe", default="repro/sand", help="recipe whose trainer section is the baseline")
     ap.add_argument("--data", default="", help="ShareGPT file (e.g. a run's iter1/deliberation.sharegpt.json)")
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--settings", nargs="*", default=["", "gradient_checkpointing=true",
@@ -80,7 +78,8 @@ def main() -> None:
         return
     rows = []
     for setting in args.settings:
-        cmd = [sys.executable, __file__, "--model", args.model, "--steps", str(args.steps), "--setting", setting]
+        cmd = [sys.executable, __file__, "--model", args.model, "--recipe", args.recipe, "--steps", str(args.steps),
+               "--setting", setting]
         if args.data:
             cmd += ["--data", args.data]
         print(f"[bench] {setting or '(defaults)'} ...", file=sys.stderr, flush=True)

@@ -74,7 +74,6 @@ class EnvWorkerError(SandError):
     exit_code = 5
 
 
-
 class DiskFullError(SandError):
     """The run directory's disk filled up; everything finished before is kept and the run is resumable."""
 

@@ -182,8 +182,8 @@ def check_model_ref(ref: str) -> None:
     if looks_local:
         if not (path / "config.json").is_file():
             raise ModelUnavailable(f"model {ref!r}: no such model folder (expected a folder with config.json); "
-                                "set model.base to a local Hugging Face model folder, a hub id, or an alias "
-                                "(built-in: smollm2-135m, tiny-random)")
+                                   "set model.base to a local Hugging Face model folder, a hub id, or an alias "
+                                   "(built-in: smollm2-135m, tiny-random)")
         return
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         try:
@@ -194,7 +194,7 @@ def check_model_ref(ref: str) -> None:
             cached = None
         if not isinstance(cached, str):
             raise ModelUnavailable(f"model {ref!r}: not in the local Hugging Face cache and HF_HUB_OFFLINE=1; "
-                                "download it first (`huggingface-cli download " + ref + "`) or unset HF_HUB_OFFLINE")
+                                   "download it first (`huggingface-cli download " + ref + "`) or unset HF_HUB_OFFLINE")
 
 
 def _version(dist: str) -> str:
