@@ -126,6 +126,44 @@ def test_reuse_refuses_a_recipe_whose_sft_inputs_differ(sweep, tmp_path):
     assert rd.stage_done("expert")
 
 
+def test_a_longer_run_adopts_finished_iterations_and_computes_only_the_new_one(sweep, tmp_path):
+    """SAND iteration 2 as its own arm: iteration 1 is the SAND arm's, bit for bit; iteration 2 runs here."""
+    from sand_framework.engine.reuse import reuse_stages
+    from sand_framework.engine.runner import create, reopen
+
+    out, _, _ = sweep
+    source = out / "sand" / "seed0"
+    stages = ["expert", "train/iter0", "synth/iter1", "train/iter1"]
+    recipe, _, _, rd = create("smoke", [*SMOKE, "run.iterations=2", "eval.models=[final]"],
+                              run_dir=str(tmp_path / "iter2"))
+    assert reuse_stages(rd, recipe, source, reopen(source)[0], stages) == stages
+    sand("run", "--resume", str(rd.path))
+    state = json.loads((rd.path / "state.json").read_text())["done"]
+    assert all(state[s]["reused_from"] == str(source) for s in stages)
+    assert "reused_from" not in state["synth/iter2"] and "reused_from" not in state["train/iter2"]
+    assert digest(rd.path / "weights" / "iter1" / "final") == digest(source / "weights" / "iter1" / "final")
+    assert (rd.path / "iter1" / "deliberation.sharegpt.json").read_bytes() == \
+        (source / "iter1" / "deliberation.sharegpt.json").read_bytes()
+    assert digest(rd.path / "weights" / "iter2" / "final") != digest(source / "weights" / "iter1" / "final")
+    metrics = json.loads((rd.path / "metrics.json").read_text())
+    assert metrics["weights"]["final"].endswith("iter2/final") and metrics["synthesis"]["iter2"]["steps"] > 0
+
+
+def test_reuse_refuses_iterations_made_with_a_different_synthesis_slot(sweep, tmp_path):
+    from sand_framework.engine.reuse import reuse_stages
+    from sand_framework.engine.runner import create, reopen
+
+    out, _, _ = sweep
+    source = out / "sand" / "seed0"
+    recipe, _, _, rd = create("smoke", [*SMOKE, "run.iterations=2", "critic.max_new_tokens=25"],
+                              run_dir=str(tmp_path / "other-critic"))
+    with pytest.raises(RunDirError, match=r"synth/iter1.*critic\.max_new_tokens"):
+        reuse_stages(rd, recipe, source, reopen(source)[0], ["expert", "train/iter0", "synth/iter1"])
+    assert rd.stage_done("train/iter0") and not rd.stage_done("synth/iter1")
+    with pytest.raises(RunDirError, match="cannot be reused.*synth/iter<K>"):
+        reuse_stages(rd, recipe, source, reopen(source)[0], ["eval"])
+
+
 def test_bad_sweep_files_report_every_problem(tmp_path):
     from sand_framework.sweep import load_sweep
 
@@ -157,8 +195,10 @@ def test_shipped_experiments_validate(name):
     repo = Path(__file__).resolve().parent.parent
     proc = sand("sweep", str(repo / "experiments" / f"{name}.yaml"), "--plan")
     runs = json.loads(proc.stdout)
-    assert {r["arm"] for r in runs} == {"sand", "sft-control", "wo-eac", "wo-sas", "base"}
-    assert len(runs) == 4 * 3 + 1
+    arms = {"sand", "sft-control", "wo-eac", "wo-sas", "base"} | ({"sand-iter2", "sft-control-iter2"}
+                                                                  if name == "miniature" else set())
+    assert {r["arm"] for r in runs} == arms
+    assert len(runs) == (len(arms) - 1) * 3 + 1
 
 
 def test_seed_and_arm_filters_touch_only_the_selected_runs(tmp_path):

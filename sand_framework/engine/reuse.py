@@ -3,6 +3,8 @@
 An ablation and its SAND run differ only after behavior initialization, so
 they can start from the very same expert data and SFT weights: that saves the
 most expensive stage per arm and removes one source of variance between arms.
+An arm that runs another arm's recipe for more iterations (SAND iteration 2)
+likewise adopts its finished iterations and computes only the new one.
 A stage may be reused only when every recipe setting it depends on is equal;
 otherwise the arms would silently compare different starting points.
 """
@@ -17,22 +19,45 @@ from sand_framework.config import Recipe
 from sand_framework.errors import RunDirError
 from sand_framework.store import RunDir
 
-STAGE_FOLDERS: dict[str, list[str]] = {
-    "expert": ["expert"],
-    "train/iter0": ["weights/iter0"],
-}
-"""Stages that can be reused, with the run-directory folders that hold their output."""
+REUSABLE = "expert, train/iter<K> and synth/iter<K>"
+
+
+def stage_folders(stage: str) -> list[str]:
+    """The run-directory folders that hold a stage's output."""
+    kind, k = _parse(stage)
+    return {"expert": ["expert"], "train": [f"weights/iter{k}"], "synth": [f"iter{k}"]}[kind]
+
+
+def _parse(stage: str) -> tuple[str, int]:
+    kind, _, it = stage.partition("/iter")
+    if stage == "expert":
+        return "expert", 0
+    if kind in ("train", "synth") and it.isdigit() and (kind == "train" or int(it) >= 1):
+        return kind, int(it)
+    raise RunDirError(f"stage {stage!r} cannot be reused; reusable stages: {REUSABLE}")
+
+
+ITERATION_SLOTS = ("policy", "detector", "sampler", "executor", "critic", "synthesizer")
+"""Slots that shape a SAND iteration's data (with the trainer, which shapes the weights it samples from)."""
 
 
 def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
-    """The resolved recipe settings a stage's output depends on."""
+    """The resolved recipe settings a stage's output depends on.
+
+    A stage depends on everything before it: iteration K's synthesis samples from iteration K-1's weights,
+    so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots."""
+    kind, k = _parse(stage)
     slot = lambda kind: {"name": recipe.slots[kind][0], **dataclasses.asdict(recipe.slots[kind][1])}  # noqa: E731
     inputs: dict[str, Any] = {"environment": slot("environment"), "data": dataclasses.asdict(recipe.data)}
-    if stage == "train/iter0":
-        inputs.update(model=dataclasses.asdict(recipe.model), trainer=slot("trainer"), seed=recipe.run.seed,
-                      epochs=recipe.run.epochs[0])
-    elif stage != "expert":
-        raise RunDirError(f"stage {stage!r} cannot be reused; reusable stages: {sorted(STAGE_FOLDERS)}")
+    if kind == "expert":
+        return inputs
+    run = recipe.run
+    trained = k + 1 if kind == "train" else k  # training stages 0..trained-1 came before this stage's output
+    inputs.update(model=dataclasses.asdict(recipe.model), trainer=slot("trainer"), seed=run.seed,
+                  epochs=[run.epochs[min(i, len(run.epochs) - 1)] for i in range(trained)])
+    if kind == "synth" or k >= 1:
+        inputs.update({s: slot(s) for s in ITERATION_SLOTS},
+                      run={"train_from": run.train_from, "synthesis_batch": run.synthesis_batch})
     return inputs
 
 
@@ -57,6 +82,6 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
         if diffs:
             raise RunDirError(f"cannot reuse {stage!r} from {source.path}: its inputs differ ("
                               + "; ".join(diffs) + "). Make the recipes agree on these settings, or drop the reuse.")
-        target.adopt(source, stage, STAGE_FOLDERS[stage])
+        target.adopt(source, stage, stage_folders(stage))
         adopted.append(stage)
     return adopted

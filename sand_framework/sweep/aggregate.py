@@ -47,7 +47,7 @@ class Stat:
 
 
 def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
-    """Per (arm, model, split): stats over seeds; per arm: synthesis cost; plus what is missing."""
+    """Per (arm, model, split): stats over seeds; per (arm, iteration): synthesis cost; plus what is missing."""
     rows: list[dict[str, Any]] = []
     synth: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -70,12 +70,16 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
                 stats = {f: Stat([float(r[split][f]) for r in found.values() if f in r[split]]) for f in EVAL_FIELDS}
                 rows.append({"arm": arm.name, "model": model, "label": label or arm.name, "split": split,
                              "seeds": sorted(found), "stats": stats})
-        synth_runs = [m["synthesis"].get("iter1") for m in metrics.values() if m.get("synthesis", {}).get("iter1")]
-        if synth_runs:
-            stats = {f: Stat([float(r.get(f, 0)) for r in synth_runs]) for f in SYNTH_FIELDS}
-            walls = [wall_seconds(run_dir_of(out, arm.name, s)) for s in metrics]
-            stats["wall_seconds"] = Stat([w for w in walls if w is not None])
-            synth.append({"arm": arm.name, "seeds": sorted(metrics), "stats": stats})
+        walls = [wall_seconds(run_dir_of(out, arm.name, s)) for s in metrics]
+        iterations = sorted({int(k[4:]) for m in metrics.values() for k in m.get("synthesis", {})})
+        for k in iterations:
+            # a stage adopted from another arm is that arm's cost, tabulated there
+            runs = {s: r for s, m in metrics.items()
+                    if (r := m["synthesis"].get(f"iter{k}")) and "reused_from" not in r}
+            if runs:
+                stats = {f: Stat([float(r.get(f, 0)) for r in runs.values()]) for f in SYNTH_FIELDS}
+                stats["wall_seconds"] = Stat([w for w in walls if w is not None])
+                synth.append({"arm": arm.name, "iteration": k, "seeds": sorted(runs), "stats": stats})
     return {"name": spec.name, "splits": splits, "rows": rows, "synthesis": synth, "missing": missing}
 
 
@@ -92,11 +96,11 @@ def results_markdown(data: dict[str, Any]) -> str:
               r["stats"]["total_tokens_per_task"].show(0), r["stats"]["avg_steps"].show(2)] for r in rows]))
         parts.append("")
     if data["synthesis"]:
-        parts.append("## Synthesis cost (iteration 1, per run)\n")
+        parts.append("## Synthesis cost (per run; an iteration reused from another arm is counted there)\n")
         parts.append(markdown_table(
-            ["arm", "seeds", "wall s (whole run)", "synthesis s", "steps", "deliberated", "rollouts", "env steps",
+            ["arm", "iteration", "seeds", "wall s (whole run)", "synthesis s", "steps", "deliberated", "rollouts", "env steps",
              "backend calls", "backend tokens (prompt + completion)", "fallbacks"],
-            [[s["arm"], len(s["seeds"]), s["stats"]["wall_seconds"].show(0), s["stats"]["seconds"].show(0),
+            [[s["arm"], s["iteration"], len(s["seeds"]), s["stats"]["wall_seconds"].show(0), s["stats"]["seconds"].show(0),
               s["stats"]["steps"].show(0), s["stats"]["deliberated"].show(1), s["stats"]["rollouts"].show(1),
               s["stats"]["rollout_steps"].show(1), s["stats"]["backend_calls"].show(0),
               f"{s['stats']['backend_prompt_tokens'].show(0)} + {s['stats']['backend_completion_tokens'].show(0)}",
