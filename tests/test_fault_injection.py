@@ -59,6 +59,27 @@ TARGETS = ["before expert", "expert", "train/iter0", "train/iter0", "synth/iter1
 """Where the kills aim: every stage, twice in the long ones (the delay after reaching a stage is random)."""
 
 
+UNIT_LOGS = {"expert": "expert/trajectories.units.jsonl", "synth/iter1": "iter1/synthesis.units.jsonl"}
+"""Stages that can finish within a random delay on a fast machine: kills there aim at the next unit written."""
+
+
+def units_written(run: Path, stage: str) -> int:
+    log = run / UNIT_LOGS[stage]
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def wait_for_next_unit(proc: subprocess.Popen, run: Path, stage: str, timeout: float = 900) -> bool:
+    """Poll until ``stage`` writes one more unit than now, while it is still in progress; False if it ended first."""
+    start, deadline = units_written(run, stage), time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None or current_stage(run) != stage:
+            return False
+        if units_written(run, stage) > start:
+            return True
+        time.sleep(0.005)
+    raise AssertionError(f"{stage} wrote no unit in {timeout}s")
+
+
 def current_stage(run: Path) -> str:
     """The stage in progress, from state.json (what a resume would start with)."""
     if not (run / "state.json").exists():
@@ -103,7 +124,10 @@ def test_sigkills_in_every_stage_then_resume_match_an_uninterrupted_run(tmp_path
             if ORDER.index(target) < ORDER.index(current_stage(run)):
                 continue  # that stage finished already
             if wait_for_stage(proc, run, target):
-                time.sleep(rng.uniform(0.05, 1.5))
+                if target in UNIT_LOGS:  # mid-stage: right after one of its units, before the stage ends
+                    wait_for_next_unit(proc, run, target)
+                else:
+                    time.sleep(rng.uniform(0.05, 1.5))
                 if proc.poll() is None:
                     kills.append(current_stage(run))
                     os.kill(proc.pid, signal.SIGKILL)
