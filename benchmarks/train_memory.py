@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+
 def trainer_params(recipe: str, setting: str, steps: int) -> dict:
     """The recipe's ``trainer`` section with the setting's ``key=value`` pairs applied, as ``sand run`` would."""
     from sand_framework.config import load_recipe

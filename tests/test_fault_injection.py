@@ -56,7 +56,8 @@ def payloads(run: Path) -> dict[str, dict[str, object]]:
 ORDER = ["before expert", "expert", "train/iter0", "synth/iter1", "train/iter1", "eval", "report"]
 TARGETS = ["before expert", "expert", "train/iter0", "train/iter0", "synth/iter1", "synth/iter1", "train/iter1",
            "eval", "eval"]
-"""Where the kills aim: every stage, twice in the long ones (the delay after reaching a stage is random)."""
+"""Where the kills aim: every stage, twice in the long ones (a random delay after reaching a stage, or, in the
+short stages of ``UNIT_LOGS``, right after their next unit)."""
 
 
 UNIT_LOGS = {"expert": "expert/trajectories.units.jsonl", "synth/iter1": "iter1/synthesis.units.jsonl"}

@@ -12,6 +12,7 @@ otherwise the arms would silently compare different starting points.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,16 @@ def stage_folders(stage: str) -> list[str]:
     return {"expert": ["expert"], "train": [f"weights/iter{k}"], "synth": [f"iter{k}"]}[kind]
 
 
+_ITERATION_STAGE = re.compile(r"(train|synth)/iter(\d+)")
+
+
 def _parse(stage: str) -> tuple[str, int]:
-    kind, _, it = stage.partition("/iter")
+    """``expert`` -> (expert, 0); ``train/iterK`` (K >= 0) and ``synth/iterK`` (K >= 1) -> (kind, K)."""
     if stage == "expert":
         return "expert", 0
-    if kind in ("train", "synth") and it.isdigit() and (kind == "train" or int(it) >= 1):
-        return kind, int(it)
+    m = _ITERATION_STAGE.fullmatch(stage)
+    if m and (m[1] == "train" or int(m[2]) >= 1):
+        return m[1], int(m[2])
     raise RunDirError(f"stage {stage!r} cannot be reused; reusable stages: {REUSABLE}")
 
 
@@ -47,7 +52,7 @@ def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
     A stage depends on everything before it: iteration K's synthesis samples from iteration K-1's weights,
     so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots."""
     kind, k = _parse(stage)
-    slot = lambda kind: {"name": recipe.slots[kind][0], **dataclasses.asdict(recipe.slots[kind][1])}  # noqa: E731
+    slot = lambda name: {"name": recipe.slots[name][0], **dataclasses.asdict(recipe.slots[name][1])}  # noqa: E731
     inputs: dict[str, Any] = {"environment": slot("environment"), "data": dataclasses.asdict(recipe.data)}
     if kind == "expert":
         return inputs
