@@ -69,3 +69,27 @@ def test_critic_keeps_three_sentences(registries):
     from sand_builtins.critics import first_sentences
 
     assert first_sentences("A. B! C? D. E.") == "A. B! C?"
+
+
+def test_fallback_fits_the_synthesizer_budget(registries):
+    """The fallback is training data like a generated thought, so it obeys the same token budget (the agent's
+    generation budgets are validated against it): long critiques are cut to their first sentence, then the other
+    candidates' critiques are dropped, while every candidate stays named."""
+    from sand_builtins.synthesizers import fallback_thought
+
+    traj = Trajectory("t", "e", "instr", "Task: find coin.", [Step("", "take coin", "You win.")])
+    cands = [Candidate("take coin", is_expert=True), Candidate("move west"), Candidate("move east")]
+    long = "It goes nowhere useful. " + "Then more words follow here. " * 10
+    crits = [Critique("take coin", "Taking it finishes the task. " + "Really. " * 10),
+             Critique("move west", long), Critique("move east", long)]
+    req = SynthesisRequest(traj, 0, cands, crits)
+    words = lambda t: len(t.split())  # noqa: E731
+    full = fallback_thought(req, "take coin")
+    assert words(full) > 100
+    short = fallback_thought(req, "take coin", fits=lambda t: words(t) <= 40)
+    assert words(short) <= 40
+    assert all(f'"{a}"' in short for a in ("move west", "move east", "take coin"))
+    assert concludes_with(short, "take coin") and is_deliberation(short)
+    s = registries.build("synthesizer", "deliberation", {"retries": 0, "max_new_tokens": 40})
+    [res] = s.synthesize([req], Stubborn())
+    assert res.status == "fallback" and Stubborn().count_tokens(res.thought) <= 40

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from scripted import ScriptedPolicy
@@ -162,6 +163,59 @@ def test_ray_matches_in_process_and_survives_a_lost_actor(registries, env, trajs
         assert ex.stats["faults_survived"] >= 1
     finally:
         ex.close()
+
+
+@pytest.fixture
+def flaky(tmp_path):
+    from flaky_env import FlakyEnv
+
+    return FlakyEnv(FlakyEnv.Params(marker_dir=str(tmp_path), hang_s=120))
+
+
+def _ray_pool(env, workers, **kw):
+    from sand_framework.engine.raypool import RayEnvPool
+
+    pool = RayEnvPool(env, num_workers=workers, num_cpus=0.5, **kw)
+    handles = pool.take(workers)
+    pool.replay_all([(h, f"t{h}", ["a"], None) for h in handles])  # start every actor (not a hang)
+    return pool
+
+
+def test_ray_replaces_an_actor_that_hangs_past_its_timeout(local_ray, flaky):
+    """A step that does not return within ``timeout_s`` (an environment stuck, as a JVM can be): the actor is
+    killed and replaced, the fresh one replays the episode and steps, the other actor is untouched."""
+    pool = _ray_pool(flaky, 2, timeout_s=2, startup_timeout_s=60)
+    try:
+        pids = pool.pids()
+        t0 = time.monotonic()
+        res = pool.step_all([(0, "hang"), (1, "b")])
+        assert time.monotonic() - t0 < 30
+        assert [r.observation for r in res] == ["did hang in t0 at 2", "did b in t1 at 2"]
+        assert pool.stats["hangs"] == 1 and pool.stats["faults_survived"] == 1
+        new = pool.pids()
+        assert new[0] != pids[0] and new[1] == pids[1]
+        assert pool.step_all([(0, "c")])[0].observation == "did c in t0 at 3"
+    finally:
+        pool.close()
+
+
+def test_ray_actor_failures_are_reported_with_the_actor_named(local_ray, flaky):
+    from sand_framework.errors import EnvWorkerError
+
+    pool = _ray_pool(flaky, 2, timeout_s=2, startup_timeout_s=60, max_restarts=0, max_task_retries=0)
+    try:
+        with pytest.raises(RuntimeError, match=r"ValueError: boom in t0 \[env actor 0 of 2 \(sand-env-\w+-w0\.0\)\]"):
+            pool.step_all([(0, "raise")])
+        with pytest.raises(EnvWorkerError, match=r"env actor 1 of 2 \(sand-env-\w+-w1\.0\) failed while running "
+                                                 r"run\(1 step; tasks t1\): the actor died") as err:
+            pool.step_all([(0, "x"), (1, "crash")])
+        assert err.value.exit_code == 5 and "resumed" in str(err.value)
+        with pytest.raises(EnvWorkerError, match=r"env actor 0 of 2 \(sand-env-\w+-w0\.0\) did not answer "
+                                                 r"run\(1 step; tasks t0\) within 2s .*hangs"):
+            pool.step_all([(0, "hang forever")])
+        assert pool.stats["hangs"] == 1
+    finally:
+        pool.close()
 
 
 def test_rollout_cache_runs_identical_rollouts_once(registries, env, trajs, baseline):

@@ -111,3 +111,37 @@ def test_unit_seed_is_stable():
 
     assert unit_seed(0, 1, "x") == unit_seed(0, 1, "x") != unit_seed(0, 2, "x")
     assert Pipeline  # imported for the module's side-effect-free import check
+
+
+def _expert_without_its_last_step(env):
+    """A real expert trajectory whose final "take coin" is replaced by "look around": it never gets the reward."""
+    from sand_framework.types import Step
+
+    t = expert_trajectory(env, env.tasks("train")[0])
+    assert t.success and t.steps[-1].action == "take coin"
+    actions = t.actions[:-1] + ["look around"]
+    results = env.replay(t.task_id, actions)
+    t.steps = [Step("expert thought", a, r.observation) for a, r in zip(actions, results)]
+    t.reward, t.success = results[-1].reward, False
+    return t
+
+
+@pytest.mark.parametrize("switch", [True, False])
+def test_expert_switch_adopts_a_better_rollout(registries, twx, switch):
+    """Where a candidate's real rollout gets the reward the expert missed, the switch replaces the expert from
+    that step on (and only with expert_switch on)."""
+    expert = _expert_without_its_last_step(twx)
+    last = len(expert.steps) - 1
+    comps = components(registries, twx, ScriptedPolicy(actions=["take coin"]))
+    comps.executor = registries.build("executor", "in_process", {"expert_switch": switch})
+    OPEN.append(comps.executor)
+    [out] = synthesize_batch([expert], comps, seed=3)
+    assert out.stats["expert_switches"] == int(switch)
+    if not switch:
+        assert out.trajectory.actions == expert.actions and not out.trajectory.success
+        return
+    traj = out.trajectory
+    assert traj.actions == expert.actions[:last] + ["take coin"]
+    assert traj.success and traj.reward == 1.0 and traj.meta["expert_switch"]["step"] == last
+    assert all(r.step_index < last for r in out.records)
+    assert not traj.steps[last].deliberated

@@ -19,7 +19,7 @@ from sand_framework.prompting import trajectory_chat  # noqa: E402
 from sand_framework.testing.tiny_model import build_tiny_model  # noqa: E402
 from sand_framework.types import Step, Trajectory  # noqa: E402
 from sand_builtins.trainers import trl_sft  # noqa: E402
-from sand_builtins.trainers.trl_sft import Params, TrlSftTrainer, latest_checkpoint, prepare_chat_template  # noqa: E402
+from sand_builtins.trainers.trl_sft import LaunchParams, Params, TrlSftTrainer, latest_checkpoint, parse_trackers  # noqa: E402
 
 
 def _traj(i: int = 0) -> Trajectory:
@@ -122,21 +122,42 @@ def test_only_assistant_tokens_carry_loss(tiny, tmp_path):
     assert not any("Observation" in t or traj.task in t for t in trained)
 
 
-def test_prepare_chat_template_fallbacks(tiny):
-    from tokenizers import Tokenizer, models
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+def test_trackers_are_checked_by_name_and_installation(monkeypatch):
+    import transformers.integrations as integrations
 
-    tok = AutoTokenizer.from_pretrained(tiny)
-    assert prepare_chat_template(tok) == "own"
-    tok.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    )
-    assert prepare_chat_template(tok) == "sand_chatml"
-    assert "{% generation %}" in tok.chat_template
-    plain = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"a": 0, "<unk>": 1}, "<unk>")))
-    plain.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-    with pytest.raises(ValueError, match="generation"):
-        prepare_chat_template(plain)
+    assert parse_trackers("none") == [] and parse_trackers("") == []
+    with pytest.raises(ValueError, match="unknown report_to wandbb.*trackio"):
+        parse_trackers("wandbb")
+    monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: ["tensorboard"])
+    with pytest.raises(ValueError, match="pip install wandb"):
+        parse_trackers("tensorboard, WandB")
+    monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: ["tensorboard", "wandb"])
+    assert parse_trackers("tensorboard, WandB") == ["tensorboard", "wandb"]
+
+
+def test_any_hf_tracker_reaches_the_trainer(tiny, tmp_path, monkeypatch):
+    """A tracker other than TensorBoard goes through transformers' own integration table (here: a stand-in
+    callback registered under the name 'trackio', since no tracker package is installed offline)."""
+    import transformers.integrations as integrations
+    import transformers.integrations.integration_utils as utils
+    from transformers import TrainerCallback
+
+    class Recorder(TrainerCallback):
+        pass
+
+    monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: ["trackio"])
+    monkeypatch.setitem(utils.INTEGRATION_TO_CALLBACK, "trackio", Recorder)
+    trainer = TrlSftTrainer(_params(report_to="trackio")).build(_request(tiny, tmp_path, n=1))
+    assert trainer.args.report_to == ["trackio"]
+    assert any(isinstance(cb, Recorder) for cb in trainer.callback_handler.callbacks)
+
+
+def test_final_weights_carry_the_chat_format(adapter):
+    from sand_framework.chat_format import ChatFormat
+
+    info = ChatFormat.saved_info(adapter)
+    assert info is not None and info.end_of_turn == ["<|im_end|>"] and info.system == "native"
+    assert ChatFormat.from_pretrained(adapter).info == info  # the saved tokenizer renders with the same template
 
 
 def test_full_finetune_saves_full_model(tiny, tmp_path):
@@ -270,3 +291,27 @@ def test_gradient_checkpointing_trains_the_same_weights_on_cpu(tiny, tmp_path):
     assert weights[True].keys() == weights[False].keys()
     for name, w in weights[False].items():
         assert (w - weights[True][name]).abs().max().item() < 1e-6, name
+
+
+def test_ddp_two_processes_on_cpu(tiny, tmp_path):
+    """`accelerate launch` with 2 processes (gloo on CPU): both ranks train, rank 0 saves a loadable adapter."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    params = _params(max_steps=2, batch_size=2, per_device_batch_size=1, launch=LaunchParams(num_processes=2))
+    final = Path(TrlSftTrainer(params).train(_request(tiny, tmp_path, n=4)))
+    assert (final / "adapter_model.safetensors").exists() and (final / "sand_chat_format.json").exists()
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny), final)
+    assert any(torch.count_nonzero(p) > 0 for n, p in model.named_parameters() if "lora_B" in n)
+    s = _summary(tmp_path)
+    assert s["steps"] == 2 and s["examples"] == 4
+    assert not list(tmp_path.glob("final.tmp*"))
+
+
+def test_launch_rejects_unknown_config(tiny, tmp_path):
+    from sand_builtins.trainers.launch import LaunchError
+
+    params = _params(launch=LaunchParams(num_processes=2, config="nosuch"))
+    with pytest.raises(LaunchError, match="ddp, fsdp, zero3"):
+        TrlSftTrainer(params).train(_request(tiny, tmp_path, n=2))

@@ -20,6 +20,10 @@ class GreedyEvaluator(Evaluator):
     name = "greedy"
     description = "greedy decoding, benchmark step caps; reward x100, success, deliberation rate, tokens"
 
+    @classmethod
+    def agent_token_budget(cls, params):
+        return ("max_new_tokens", params.max_new_tokens)
+
     @dataclass
     class Params:
         max_new_tokens: int = 96

@@ -29,6 +29,10 @@ class InProcessExecutor(Executor):
     name = "in_process"
     description = "lock-step batched rollouts on warm environments in this process"
 
+    @classmethod
+    def agent_token_budget(cls, params):
+        return ("max_new_tokens", params.max_new_tokens)
+
     @dataclass
     class Params:
         temperature: float = 1.0
@@ -39,6 +43,9 @@ class InProcessExecutor(Executor):
         verify_replay: bool = True
         max_parallel: int = 8
         """Environments (branches) advanced together; more requests run in successive waves."""
+        expert_switch: bool = False
+        """Replace an expert trajectory when a candidate's rollout beats it (paper: on for ALFWorld and
+        WebShop, off for ScienceWorld); see :meth:`Executor.switches_expert`."""
 
     def __init__(self, params=None):
         super().__init__(params)
@@ -161,9 +168,11 @@ class ProcessPoolExecutor(InProcessExecutor):
 class RayExecutor(InProcessExecutor):
     """Like ``in_process``, but the environments live warm in Ray actors (local or on a cluster).
 
-    Ray restarts a lost actor and retries its call; the episode is replayed on
-    the restarted actor (``stats["faults_survived"]``). Ray is imported on
-    first use: ``pip install 'sand-framework[ray]'``.
+    Ray restarts a lost actor and retries its call; an actor that hangs past
+    ``timeout_s`` is replaced; either way the episode is replayed on the new
+    actor (``stats["faults_survived"]``, ``stats["hangs"]``). What Ray cannot
+    recover stops the run with an error naming the actor (exit code 5,
+    resumable). Ray is imported on first use: ``pip install 'sand-framework[ray]'``.
     """
 
     name = "ray"
@@ -172,15 +181,23 @@ class RayExecutor(InProcessExecutor):
     @dataclass
     class Params(InProcessExecutor.Params):
         address: str | None = None
-        """``ray://head:10001`` or ``auto`` for an existing cluster; null starts (or reuses) a local instance."""
+        """Ray cluster to join; null = the cluster of a ``ray job submit`` job (RAY_ADDRESS), else a local
+        instance started (or reused) here; ``auto`` = the cluster this node belongs to."""
         num_workers: int = 2
         """Env actors; branch i lives in actor i % num_workers."""
         num_cpus: float = 1.0
         """CPUs reserved per actor."""
         max_restarts: int = 3
-        """Ray restarts of a lost actor."""
+        """Ray restarts of a lost actor; also the hung-actor replacements tolerated within one parallel call."""
         max_task_retries: int = 3
         """Ray retries of a call that was running on a lost actor."""
+        timeout_s: float | None = 300.0
+        """An actor that has not answered one parallel call after this long is hung: killed, replaced, replayed."""
+        startup_timeout_s: float = 180.0
+        """The same limit for an actor's first call, which includes its start-up (scheduling, environment, JVM)."""
+        log_to_driver: bool = False
+        """Stream the actors' stdout/stderr into the driver's output when this executor starts Ray (they are
+        always in the Ray logs of each node)."""
         actor_options: dict[str, Any] = field(default_factory=dict)
         """Extra ``ray.remote(...).options(...)`` (resources, runtime_env, scheduling_strategy...)."""
         init_options: dict[str, Any] = field(default_factory=dict)
@@ -191,7 +208,8 @@ class RayExecutor(InProcessExecutor):
 
         p = self.params
         return RayEnvPool(env, num_workers=p.num_workers, address=p.address, num_cpus=p.num_cpus,
-                          max_restarts=p.max_restarts, max_task_retries=p.max_task_retries,
+                          max_restarts=p.max_restarts, max_task_retries=p.max_task_retries, timeout_s=p.timeout_s,
+                          startup_timeout_s=p.startup_timeout_s, log_to_driver=p.log_to_driver,
                           actor_options=dict(p.actor_options), init_options=dict(p.init_options))
 
     def worker_pids(self) -> list[int]:

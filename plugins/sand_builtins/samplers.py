@@ -26,6 +26,10 @@ class SelfConsistencySampler(Sampler):
     name = "self_consistency"
     description = "sample N actions from the current agent (paper: N=5, temperature 1.0)"
 
+    @classmethod
+    def agent_token_budget(cls, params):
+        return ("max_new_tokens", params.max_new_tokens)
+
     @dataclass
     class Params:
         n: int = 5

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Callable
 
 from sand_framework import hookimpl
 from sand_framework.components import Policy, SynthesisRequest, Synthesizer
@@ -25,19 +27,39 @@ say briefly what you expect from each, and end by choosing "{expert}". Do not me
 FALLBACK_OPENING = "Let me weigh my options."
 
 
-def fallback_thought(req: SynthesisRequest, expert: str) -> str:
-    """A deterministic deliberation built from the critiques, used when the model's attempts fail the checks."""
-    parts = [FALLBACK_OPENING]
-    by_action = {c.candidate: c.text for c in req.critiques}
-    for cand in req.candidates:
-        if cand.action == expert:
-            continue
-        judgement = by_action.get(cand.action, "").strip() or "it does not look like the best step."
-        parts.append(f'If I "{cand.action}": {judgement}')
-    judgement = by_action.get(expert, "").strip()
-    parts.append(f'If I "{expert}": {judgement}' if judgement else "")
-    parts.append(f'So I will "{expert}".')
-    return " ".join(p for p in parts if p)
+def _first_sentence(text: str) -> str:
+    m = re.match(r"(.+?[.!?])(\s|$)", text.strip())
+    return m.group(1) if m else text.strip()
+
+
+def fallback_thought(req: SynthesisRequest, expert: str, fits: Callable[[str], bool] = lambda _: True) -> str:
+    """A deterministic deliberation built from the critiques, used when the model's attempts fail the checks.
+
+    It must fit the synthesizer's token budget like a generated thought (the
+    agent's generation budgets are validated against that budget): when too
+    long, each critique is cut to its first sentence, then the other
+    candidates' critiques are dropped from the last, keeping every candidate
+    named.
+    """
+    by_action = {c.candidate: c.text.strip() for c in req.critiques}
+    others = [c.action for c in req.candidates if c.action != expert]
+
+    def build(judge: Callable[[str], str], keep: int) -> str:
+        parts = [FALLBACK_OPENING]
+        for i, action in enumerate(others):
+            text = (judge(by_action.get(action, "")) or "it does not look like the best step.") if i < keep else ""
+            parts.append(f'If I "{action}": {text}' if text else f'"{action}" does not look like the best step.')
+        if by_action.get(expert):
+            parts.append(f'If I "{expert}": {judge(by_action[expert])}')
+        parts.append(f'So I will "{expert}".')
+        return " ".join(parts)
+
+    thought = build(lambda t: t, len(others))
+    for keep in range(len(others), -1, -1):
+        if fits(thought):
+            break
+        thought = build(_first_sentence, keep)
+    return thought
 
 
 class DeliberationSynthesizer(Synthesizer):
@@ -51,6 +73,10 @@ class DeliberationSynthesizer(Synthesizer):
 
     name = "deliberation"
     description = "base-model deliberation over all candidates, checked to conclude with the expert action"
+
+    @classmethod
+    def thought_token_budget(cls, params):
+        return ("max_new_tokens", params.max_new_tokens)
 
     @dataclass
     class Params:
@@ -91,7 +117,9 @@ class DeliberationSynthesizer(Synthesizer):
             pending = still
         for i in pending:
             expert = requests[i].trajectory.steps[requests[i].step_index].action
-            results[i] = SynthesisResult(fallback_thought(requests[i], expert), "fallback", 1 + self.params.retries)
+            fits = lambda text: policy.count_tokens(text) <= self.params.max_new_tokens  # noqa: E731
+            results[i] = SynthesisResult(fallback_thought(requests[i], expert, fits), "fallback",
+                                         1 + self.params.retries)
         return results  # type: ignore[return-value]
 
 

@@ -33,6 +33,23 @@ class Component:
     def params_dict(cls, params: Any) -> dict[str, Any]:
         return dataclasses.asdict(params)
 
+    @classmethod
+    def agent_token_budget(cls, params: Any) -> tuple[str, int] | None:
+        """``(param name, tokens)``: how much the *agent* may write per turn when this component samples it.
+
+        ``sand validate`` compares it with :meth:`thought_token_budget` of the
+        components that write training data: a budget shorter than what the
+        agent is trained to write cuts a deliberating agent off before its
+        action and silently changes the experiment. None: it does not sample
+        the agent.
+        """
+        return None
+
+    @classmethod
+    def thought_token_budget(cls, params: Any) -> tuple[str, int] | None:
+        """``(param name, tokens)``: the longest thought this component puts into training data (None: none)."""
+        return None
+
     def spec(self) -> dict[str, Any]:
         """A picklable description from which an identical component can be rebuilt."""
         return {"kind": self.kind, "name": self.name, "params": dataclasses.asdict(self.params)}

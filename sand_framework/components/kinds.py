@@ -23,6 +23,7 @@ from sand_framework.types import (
     Role,
     Rollout,
     SamplingParams,
+    Step,
     StepResult,
     SynthesisResult,
     Trajectory,
@@ -67,6 +68,22 @@ class Environment(Component, abc.ABC):
     def expert_actions(self, task_id: str) -> list[str]:
         """Gold action sequence for the task; raise ``NotImplementedError`` if there is none."""
         raise NotImplementedError(f"environment {self.name!r} has no expert")
+
+    def expert_thought(self, task_id: str, task: str, history: list[Step], action: str) -> str:
+        """A short first-person ReAct thought for the expert's next ``action``; ``""`` (the default) for none.
+
+        The expert stage puts it in ``Step.thought``, so behavior initialization
+        trains on ReAct turns (a reason, then the action) like the paper's expert
+        data instead of on empty thoughts. Write it only from what the agent has
+        seen: ``task`` (what :meth:`reset` returned), ``history`` (the steps
+        before this one, with their observations) and ``action`` itself; never
+        from the solution or from state not yet observed (no naming the room
+        that holds the coin before the coin is in view). One sentence of about
+        25 words at most. It is called outside any episode, on recorded steps,
+        so it must be a deterministic function of its arguments that neither
+        resets nor steps the environment.
+        """
+        return ""
 
     def splits(self) -> list[str]:
         return ["train", "seen", "unseen"]
@@ -137,6 +154,16 @@ class Policy(Component, abc.ABC):
     @abc.abstractmethod
     def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
         """``sampling.n`` completions for each chat, in one batched call where the backend can."""
+
+    def release(self) -> None:
+        """Free the model's memory before a training stage; the engine calls :meth:`setup` again afterwards.
+
+        No inference engine may stay resident while the trainer runs (on a GPU
+        it would hold most of the memory the trainer needs). The default closes
+        the policy; a backend that can sleep and wake (vLLM's sleep mode) may
+        keep its state and make the next ``setup`` cheap.
+        """
+        self.close()
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the backend's tokenizer (whitespace words when it has none)."""
@@ -224,6 +251,23 @@ class RolloutSettings:
 
 class Executor(Component, abc.ABC):
     kind: ClassVar[str] = "executor"
+
+    def switches_expert(self, trajectory: Trajectory, rollout: Rollout) -> bool:
+        """The paper's optional *expert switch*: does ``rollout`` beat the expert trajectory it branched from?
+
+        When it does, the engine replaces the expert trajectory by the expert
+        prefix plus the rollout, for this iteration's training data and every
+        later iteration. Better means a higher final reward, or the same reward
+        with success in fewer steps. Off unless the executor's params have
+        ``expert_switch: true`` (the paper uses it on ALFWorld and WebShop, not
+        on ScienceWorld).
+        """
+        if not getattr(self.params, "expert_switch", False) or rollout.error or not rollout.steps:
+            return False
+        length = rollout.prefix_len + len(rollout.steps)
+        if rollout.reward != trajectory.reward:
+            return rollout.reward > trajectory.reward
+        return rollout.success and length < len(trajectory.steps)
 
     @abc.abstractmethod
     def run(self, requests: list[RolloutRequest], env: Environment, policy: Policy,

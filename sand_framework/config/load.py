@@ -1,25 +1,40 @@
-"""Recipe loading: YAML (safe loader), ``extends:`` chains and ``key=value`` overrides.
+"""Recipe loading: bounded safe YAML, ``extends:`` chains, ``key=value`` overrides and interpolation.
 
-Merging follows one rule beyond OmegaConf's deep merge: when a component slot
+Merging is a plain deep merge (mappings merge key by key; anything else,
+lists included, is replaced) with one extra rule: when a component slot
 changes its ``name``, the new node *replaces* the old one, because the old
 component's params mean nothing to the new component. So an ablation recipe
 that writes ``critic: {name: no_rollout_critic}`` does not inherit the paper
 critic's keys.
+
+Everything read here is data: YAML is loaded with the safe loader within the
+limits of :mod:`~sand_framework.config.yamlsafe`, interpolation is limited as
+described in :mod:`~sand_framework.config.interpolate`, and a recipe that
+names plugin code is refused unless the user allows it
+(:mod:`~sand_framework.config.codegate`).
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
+from sand_framework.config import yamlsafe
+from sand_framework.config.codegate import check_recipe_code
+from sand_framework.config.interpolate import resolve
 from sand_framework.config.schema import SLOTS
 from sand_framework.errors import RecipeError
 
 RECIPE_DIRS_ENV = "SAND_RECIPE_PATH"
+MAX_EXTENDS_DEPTH = 32
+"""``extends:`` chains deeper than this are refused (real ones are 2-4 deep)."""
+MAX_RECIPE_FILES = 256
+"""Recipe files read for one recipe, counting repeats (bounds diamond-shaped ``extends:`` fan-outs)."""
 
 
 def bundled_recipe_dirs() -> list[Path]:
@@ -32,6 +47,8 @@ def bundled_recipe_dirs() -> list[Path]:
 
 def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
     """A recipe path, or a bundled recipe name with or without ``.yaml``."""
+    if not ref or "\x00" in ref:
+        raise RecipeError([f"recipe {ref!r} is not a file name or a bundled recipe name"])
     candidates = [Path(ref)]
     if relative_to is not None:
         candidates.insert(0, relative_to / ref)
@@ -40,42 +57,81 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
         candidates += [d / n for n in names]
         candidates += [d / Path(n).name for n in names if n.startswith("recipes/")]
     for c in candidates:
-        if c.is_file():
-            return c.resolve()
+        try:
+            if c.is_file():
+                return c.resolve()
+        except OSError:  # a name too long for the file system, a loop of links
+            continue
     known = sorted(str(p.relative_to(d)).removesuffix(".yaml") for d in bundled_recipe_dirs() for p in d.rglob("*.yaml"))
     raise RecipeError([f"recipe {ref!r} not found; bundled recipes: {', '.join(known) or '(none)'}"])
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # safe: no object construction
+        data = yamlsafe.load(yamlsafe.read_text(path))  # safe loader, bounded: no objects, no alias bombs
     except yaml.YAMLError as exc:
-        raise RecipeError([f"{path}: invalid YAML: {exc}"]) from exc
+        raise RecipeError([f"{path}: invalid YAML: {exc}"]) from None
+    except yamlsafe.YAMLLimitError as exc:
+        raise RecipeError([f"{path}: refused: {exc}"]) from None
+    except OSError as exc:
+        raise RecipeError([f"{path}: cannot be read ({exc.strerror or exc})"]) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise RecipeError([f"{path}: a recipe must be a mapping at the top level, got {type(data).__name__}"])
+        raise RecipeError([f"{path}: a recipe must be a mapping at the top level (`run: {{...}}`, ...), "
+                           f"got {type(data).__name__}"])
+    problems = yamlsafe.non_string_keys(data)
+    if problems:
+        raise RecipeError(problems, str(path))
     return data
 
 
+def _slot_node(key: str, value: Any) -> Any:
+    return {"name": value} if key in SLOTS and isinstance(value, str) else value
+
+
+def _deep(old: Any, new: Any) -> Any:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for k, v in new.items():
+            out[k] = _deep(out.get(k), v)
+        return out
+    return copy.deepcopy(new)
+
+
 def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``child`` over ``base``; a slot whose ``name`` changes is replaced whole."""
-    base = dict(base)
-    for slot in SLOTS:
-        new, old = child.get(slot), base.get(slot)
-        if isinstance(new, str):  # shorthand: `sampler: imagined`
-            child = {**child, slot: {"name": new}}
-            new = child[slot]
-        if isinstance(new, dict) and isinstance(old, dict) and "name" in new and new["name"] != old.get("name"):
-            base[slot] = {}
-    merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(child))
-    return OmegaConf.to_container(merged, resolve=False)  # type: ignore[return-value]
+    """Deep-merge ``child`` over ``base``; a slot whose ``name`` changes is replaced whole.
+
+    A value of another type (a list where a mapping was, a number where a list
+    was) replaces the old one; validation then says what the key expects.
+    """
+    out = {k: _slot_node(k, v) for k, v in base.items()}
+    for key, new in child.items():
+        new, old = _slot_node(key, new), out.get(key)
+        if (key in SLOTS and isinstance(new, dict) and isinstance(old, dict) and "name" in new
+                and new["name"] != old.get("name")):
+            old = None
+        out[key] = _deep(old, new)
+    return out
 
 
-def load_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+class _Budget:
+    def __init__(self) -> None:
+        self.files = 0
+
+
+def load_file(path: Path, seen: tuple[Path, ...] = (), budget: _Budget | None = None) -> dict[str, Any]:
+    budget = budget or _Budget()
     if path in seen:
         chain = " -> ".join(str(p) for p in (*seen, path))
         raise RecipeError([f"extends: cycle {chain}"])
+    if len(seen) >= MAX_EXTENDS_DEPTH:
+        raise RecipeError([f"{seen[0]}: extends: chain deeper than {MAX_EXTENDS_DEPTH} recipes "
+                           f"(... -> {seen[-1]} -> {path}); flatten the chain"])
+    budget.files += 1
+    if budget.files > MAX_RECIPE_FILES:
+        raise RecipeError([f"{seen[0] if seen else path}: extends: more than {MAX_RECIPE_FILES} recipe files read "
+                           "(recipes extending the same parents many times); extend each parent once"])
     data = _read_yaml(path)
     parents = data.pop("extends", None)
     if parents is None:
@@ -85,37 +141,68 @@ def load_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         raise RecipeError([f"{path}: extends must be a recipe path or a list of them, got {parents!r}"])
     result: dict[str, Any] = {}
     for parent in parents:
-        result = merge(result, load_file(find_recipe(parent, path.parent), (*seen, path)))
+        result = merge(result, load_file(find_recipe(parent, path.parent), (*seen, path), budget))
     return merge(result, data)
+
+
+_KEY_PART = re.compile(r"[A-Za-z_][\w-]*")
+
+
+def parse_value(text: str) -> Any:
+    """An override's value: YAML (``3``, ``[a, b]``, ``{n: 2}``, ``null``), else the text itself."""
+    if text == "":
+        return ""
+    try:
+        return yamlsafe.load(text)
+    except yaml.YAMLError:
+        return text
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """``a.b=1`` pairs to a nested mapping (values parsed as YAML scalars/lists)."""
-    problems, out = [], OmegaConf.create({})
+    problems: list[str] = []
+    out: dict[str, Any] = {}
     for item in overrides:
         if "=" not in item:
             problems.append(f"override {item!r}: expected key=value, e.g. sampler.n=3")
             continue
         key, value = item.split("=", 1)
-        try:
-            parsed = yaml.safe_load(value) if value != "" else ""
-        except yaml.YAMLError:
-            parsed = value
         key = key.strip()
-        if key in SLOTS and isinstance(parsed, str):  # `detector=entropy` swaps the component
-            key, parsed = f"{key}.name", parsed
-        OmegaConf.update(out, key, parsed, merge=True, force_add=True)
+        parts = key.split(".")
+        if not all(_KEY_PART.fullmatch(p) for p in parts):
+            problems.append(f"override {item[:200]!r}: {key[:100]!r} is not a key path like sampler.n or run.name")
+            continue
+        try:
+            parsed = parse_value(value)
+        except yamlsafe.YAMLLimitError as exc:
+            problems.append(f"override {key}: value refused: {exc}")
+            continue
+        bad_keys = yamlsafe.non_string_keys(parsed)
+        if bad_keys:
+            problems += [f"override {key}: {p}" for p in bad_keys]
+            continue
+        if len(parts) == 1 and key in SLOTS and isinstance(parsed, str):  # `detector=entropy` swaps the component
+            parts, parsed = [key, "name"], parsed
+        nested: Any = parsed
+        for part in reversed(parts):
+            nested = {part: nested}
+        out = _deep(out, nested)
     if problems:
         raise RecipeError(problems)
-    return OmegaConf.to_container(out)  # type: ignore[return-value]
+    return out
 
 
 def load_recipe(ref: str, overrides: list[str] = ()) -> tuple[dict[str, Any], Path]:
-    """Resolved plain mapping of a recipe plus its overrides, and the recipe file path."""
+    """Resolved plain mapping of a recipe plus its overrides, and the recipe file path.
+
+    Raises :class:`RecipeError` when the recipe cannot be read, its
+    interpolations cannot be resolved, or it names plugin code the user has
+    not allowed.
+    """
     path = find_recipe(ref)
     data = merge(load_file(path), parse_overrides(list(overrides)))
-    try:
-        resolved = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
-    except Exception as exc:  # noqa: BLE001 - bad interpolation
-        raise RecipeError([f"interpolation: {exc}"], str(path)) from exc
-    return resolved, path  # type: ignore[return-value]
+    resolved, problems = resolve(data)
+    if problems:
+        raise RecipeError(problems, str(path))
+    check_recipe_code(resolved, str(path))
+    return resolved, path

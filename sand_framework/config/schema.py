@@ -1,40 +1,61 @@
-"""The recipe's shape: engine sections (typed here) and one component slot per kind.
+"""The recipe's shape: engine sections (typed and range-checked here) and one component slot per kind.
 
 A slot is ``<kind>: {name: <component>, <param>: <value>, ...}``; its params are
 checked against that component's own ``Params`` dataclass.
+
+Every range below exists because a value outside it validated before and then
+failed mid-run, ran forever, or "succeeded" having done nothing (see
+docs/bad-inputs.md).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Interval, MinLen
 
 from sand_framework.hookspecs import KINDS
 
 SLOTS: tuple[str, ...] = tuple(KINDS)
 """Component slots, named by kind: environment, policy, detector, sampler, ..."""
 
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+"""A run name becomes a folder name under ``run.output_dir``: no separators, no leading dot."""
+
+MAX_SEED = 2**31 - 1
+"""Seeds go to numpy and torch (which take up to 2**32 - 1) after adding the iteration number."""
+
 
 @dataclass
 class RunSection:
     name: str = "sand"
-    """Prefix of the run directory name."""
-    output_dir: str = "runs"
+    """Prefix of the run directory name (letters, digits, ``._+-``; it cannot hold a path)."""
+    output_dir: Annotated[str, MinLen(1)] = "runs"
     """Where run directories are created."""
-    seed: int = 0
-    iterations: int = 1
-    """SAND iterations after behavior initialization (paper: 3)."""
-    epochs: list[float] = field(default_factory=lambda: [3.0, 1.0])
+    seed: Annotated[int, Interval(ge=0, le=MAX_SEED)] = 0
+    iterations: Annotated[int, Interval(ge=0, le=100)] = 1
+    """SAND iterations after behavior initialization (paper: 3; 0 = behavior initialization only)."""
+    epochs: Annotated[list[Annotated[float, Interval(gt=0, le=1000)]], MinLen(1)] = field(
+        default_factory=lambda: [3.0, 1.0])
     """Epochs per training stage: [behavior-init SFT, iteration 1, iteration 2, ...]; the last repeats."""
     train_from: Literal["previous", "base"] = "previous"
     """Each iteration continues from the previous weights, or restarts from the base model."""
-    synthesis_batch: int = 4
+    synthesis_batch: Annotated[int, Ge(1)] = 4
     """Expert trajectories synthesized together (their model calls are batched)."""
+
+    def validate(self) -> list[str]:
+        if not RUN_NAME.fullmatch(self.name):
+            return [f"run.name: {self.name[:120]!r} is not a folder name: use letters, digits and . _ + - "
+                    "(at most 100, starting with a letter or digit); the run directory is "
+                    "run.output_dir/NAME-STAMP, so a name cannot hold a path"]
+        return []
 
 
 @dataclass
 class ModelSection:
-    base: str = "smollm2-135m"
+    base: Annotated[str, MinLen(1)] = "smollm2-135m"
     """The base model: an alias a plugin resolves (smollm2-135m, tiny-random), a local path or a hub id."""
 
 
@@ -42,30 +63,49 @@ class ModelSection:
 class DataSection:
     source: Literal["env", "sharegpt", "messages"] = "env"
     """Expert trajectories from the environment's own expert, or from a file."""
-    path: str | None = None
+    path: Annotated[str, MinLen(1)] | None = None
     """File for source sharegpt/messages."""
-    split: str = "train"
-    limit: int | None = 32
+    split: Annotated[str, MinLen(1)] = "train"
+    limit: Annotated[int, Ge(1)] | None = 32
     """At most this many expert trajectories (null = all)."""
+
+    def validate(self) -> list[str]:
+        if self.source != "env" and self.path is None:
+            return [f"data.path: required with data.source={self.source}: the {self.source} file of expert "
+                    "trajectories (make one with `sand data import-eto` or `sand data expert`)"]
+        if self.source == "env" and self.path is not None:
+            return [f"data.path: {self.path!r} is not read with data.source=env (the environment's own expert); "
+                    "set data.source to sharegpt or messages to train on the file, or remove data.path"]
+        return []
 
 
 @dataclass
 class EvalSection:
-    splits: list[str] = field(default_factory=lambda: ["seen", "unseen"])
-    limit: int | None = 20
+    splits: Annotated[list[Annotated[str, MinLen(1)]], MinLen(1)] = field(default_factory=lambda: ["seen", "unseen"])
+    limit: Annotated[int, Ge(1)] | None = 20
     """Tasks per split (null = the whole split)."""
-    models: list[str] = field(default_factory=lambda: ["sft", "final"])
+    models: Annotated[list[str], MinLen(1)] = field(default_factory=lambda: ["sft", "final"])
     """Which weights to evaluate: base, sft (behavior init), iterN, final."""
-    batch_size: int = 8
+    batch_size: Annotated[int, Ge(1)] = 8
     """Episodes advanced together in lock-step (one batched model call per step)."""
+
+    def validate(self) -> list[str]:
+        problems = []
+        for key in ("splits", "models"):
+            values = getattr(self, key)
+            dup = sorted({v for v in values if values.count(v) > 1})
+            if dup:
+                problems.append(f"eval.{key}: {', '.join(dup)} listed more than once; list each once")
+        return problems
 
 
 @dataclass
 class PluginsSection:
-    modules: list[str] = field(default_factory=list)
-    """Extra plugin modules to import by name (after built-ins and entry points)."""
-    dirs: list[str] = field(default_factory=list)
-    """Folders whose ``*.py`` files / packages are loaded as plugins."""
+    modules: list[Annotated[str, MinLen(1)]] = field(default_factory=list)
+    """Extra plugin modules to import by name (after built-ins and entry points); loaded only with
+    ``--allow-recipe-plugins``."""
+    dirs: list[Annotated[str, MinLen(1)]] = field(default_factory=list)
+    """Folders whose ``*.py`` files / packages are loaded as plugins; only with ``--allow-recipe-plugins``."""
 
 
 SECTIONS: dict[str, type] = {

@@ -2,23 +2,76 @@
 
 OmegaConf's structured configs stop at the first error; a recipe author wants
 all of them at once, with a suggestion for each misspelt key.
+
+Besides the type, a field can carry range constraints with ``typing.Annotated``
+and the `annotated-types <https://github.com/annotated-types/annotated-types>`_
+markers (the ones pydantic uses)::
+
+    n: Annotated[int, Ge(1)] = 5
+    temperature: Annotated[float, Ge(0.0)] = 1.0
+    top_p: Annotated[float, Interval(gt=0, le=1)] = 1.0
+    splits: Annotated[list[str], MinLen(1)] = ...
+
+and a dataclass can define ``validate(self) -> list[str]`` for checks that
+involve several fields (run after the fields passed). ``__post_init__`` may
+still raise ``ValueError``; its message becomes one problem.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import annotated_types as at
 
 
 def _type_name(tp: Any) -> str:
     if tp is type(None):
         return "null"
+    if get_origin(tp) is Annotated:
+        return _type_name(get_args(tp)[0])
     if get_origin(tp) is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
     return getattr(tp, "__name__", str(tp).replace("typing.", ""))
+
+
+def _constraints(metadata: tuple[Any, ...]) -> list[Any]:
+    out = []
+    for m in metadata:
+        if isinstance(m, at.GroupedMetadata):
+            out.extend(m)
+        else:
+            out.append(m)
+    return out
+
+
+def constraint_problems(value: Any, metadata: tuple[Any, ...], where: str) -> list[str]:
+    """Problems of an already well-typed ``value`` with ``annotated_types`` constraints (others are ignored).
+
+    Comparisons are written so that NaN fails every bound.
+    """
+    problems = []
+    for c in _constraints(metadata):
+        if isinstance(c, at.Gt) and not value > c.gt:
+            problems.append(f"{where}: must be > {c.gt}, got {value!r}")
+        elif isinstance(c, at.Ge) and not value >= c.ge:
+            problems.append(f"{where}: must be >= {c.ge}, got {value!r}")
+        elif isinstance(c, at.Lt) and not value < c.lt:
+            problems.append(f"{where}: must be < {c.lt}, got {value!r}")
+        elif isinstance(c, at.Le) and not value <= c.le:
+            problems.append(f"{where}: must be <= {c.le}, got {value!r}")
+        elif isinstance(c, at.MinLen) and len(value) < c.min_length:
+            what = "empty" if len(value) == 0 else f"{len(value)} long"
+            problems.append(f"{where}: must have at least {c.min_length} item(s)/character(s), got {what}")
+        elif isinstance(c, at.MaxLen) and len(value) > c.max_length:
+            problems.append(f"{where}: must have at most {c.max_length} item(s)/character(s), got {len(value)}")
+        elif isinstance(c, at.Predicate) and not c.func(value):
+            problems.append(f"{where}: {getattr(c.func, '__doc__', None) or 'invalid value'}, got {value!r}")
+    return problems
 
 
 def check_value(value: Any, tp: Any, where: str) -> list[str]:
@@ -26,13 +79,21 @@ def check_value(value: Any, tp: Any, where: str) -> list[str]:
     origin = get_origin(tp)
     if tp is Any:
         return []
+    if origin is Annotated:
+        inner, *metadata = get_args(tp)
+        return check_value(value, inner, where) or constraint_problems(value, tuple(metadata), where)
     if origin in (Union, types.UnionType):
         options = get_args(tp)
-        if any(not check_value(value, o, where) for o in options):
+        found = [check_value(value, o, where) for o in options]
+        if any(not f for f in found):
             return []
+        for o, f in zip(options, found):  # the right type but out of range: say which range
+            if get_origin(o) is Annotated and not check_value(value, get_args(o)[0], where):
+                return f
         return [f"{where}: expected {' or '.join(_type_name(o) for o in options)}, got {value!r}"]
     if origin is Literal:
-        return [] if value in get_args(tp) else [f"{where}: must be one of {_type_name(tp)}, got {value!r}"]
+        ok = any(type(value) is type(a) and value == a for a in get_args(tp))
+        return [] if ok else [f"{where}: must be one of {_type_name(tp)}, got {value!r}"]
     if tp is type(None):
         return [] if value is None else [f"{where}: expected null, got {value!r}"]
     if origin in (list, tuple):
@@ -43,7 +104,7 @@ def check_value(value: Any, tp: Any, where: str) -> list[str]:
     if origin is dict:
         if not isinstance(value, dict):
             return [f"{where}: expected a mapping, got {value!r}"]
-        return []
+        return [f"{where}: keys must be strings, got {k!r}" for k in value if not isinstance(k, str)]
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             return [f"{where}: expected a mapping, got {value!r}"]
@@ -51,8 +112,13 @@ def check_value(value: Any, tp: Any, where: str) -> list[str]:
     if tp is bool:
         return [] if isinstance(value, bool) else [f"{where}: expected true/false, got {value!r}"]
     if tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return [] if ok else [f"{where}: expected a number, got {value!r}"]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return [f"{where}: expected a number, got {value!r}"]
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an int too large for a float
+            finite = False
+        return [] if finite else [f"{where}: expected a finite number, got {value!r}"]
     if tp is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
         return [] if ok else [f"{where}: expected an integer, got {value!r}"]
@@ -61,32 +127,74 @@ def check_value(value: Any, tp: Any, where: str) -> list[str]:
     return []
 
 
+def hints(cls: type) -> dict[str, Any]:
+    """Field annotations of ``cls`` with their ``Annotated`` constraints kept."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
 def check_fields(values: dict[str, Any], cls: type, where: str, ignore: tuple[str, ...] = ()) -> list[str]:
     """Unknown keys (with suggestions) and wrongly typed values of a mapping meant for dataclass ``cls``."""
-    hints = typing.get_type_hints(cls)
+    types_ = hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     problems = []
     for key, value in values.items():
         if key in ignore:
+            continue
+        if not isinstance(key, str):
+            problems.append(f"{where}: key {key!r} is not a name (string); valid keys: {', '.join(sorted(fields))}")
             continue
         if key not in fields:
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"{where}.{key}: unknown key{hint}; valid keys: {', '.join(sorted(fields)) or '(none)'}")
             continue
-        problems += check_value(value, hints[key], f"{where}.{key}")
+        problems += check_value(value, types_[key], f"{where}.{key}")
     return problems
 
 
 def build(cls: type, values: dict[str, Any]) -> Any:
     """Instantiate dataclass ``cls`` from a checked mapping, recursing into nested dataclasses."""
-    hints = typing.get_type_hints(cls)
+    types_ = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name not in values:
             continue
-        v, tp = values[f.name], hints[f.name]
+        v, tp = values[f.name], types_[f.name]
         if dataclasses.is_dataclass(tp) and isinstance(v, dict):
             v = build(tp, v)
         kwargs[f.name] = v
     return cls(**kwargs)
+
+
+def instance_problems(obj: Any, where: str, given: Any = ()) -> list[str]:
+    """Problems a built dataclass reports about itself: its defaults' ranges and its ``validate()`` (if any).
+
+    The fields not in ``given`` (the defaults) are checked against their
+    constraints, so a default out of its own range is caught by the first
+    recipe that uses it rather than by a run.
+    """
+    problems = []
+    types_ = hints(type(obj))
+    for f in dataclasses.fields(obj):
+        if f.name not in given and not dataclasses.is_dataclass(typing.get_type_hints(type(obj))[f.name]):
+            problems += check_value(getattr(obj, f.name), types_[f.name], f"{where}.{f.name}")
+    check = getattr(obj, "validate", None)
+    if not problems and callable(check):
+        problems += [p if p.startswith(where) else f"{where}: {p}" for p in (check() or [])]
+    return problems
+
+
+def describe_constraints(tp: Any) -> str:
+    """``>= 1``, ``in (0, 1]``, ... for ``sand components``; empty when the field has no constraint."""
+    if get_origin(tp) in (Union, types.UnionType):
+        return " or ".join(d for d in (describe_constraints(o) for o in get_args(tp)) if d)
+    if get_origin(tp) is not Annotated:
+        return ""
+    parts = []
+    for c in _constraints(tuple(get_args(tp)[1:])):
+        for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            if hasattr(c, attr) and type(c).__name__.lower() == attr:
+                parts.append(f"{sym} {getattr(c, attr)}")
+        if isinstance(c, at.MinLen):
+            parts.append(f"at least {c.min_length} long")
+    return ", ".join(parts)

@@ -9,13 +9,17 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from sand_framework.config.budgets import check_budgets
+from sand_framework.config.ranges import pending_problems
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe
-from sand_framework.config.typecheck import build, check_fields
+from sand_framework.config.typecheck import build, check_fields, instance_problems
 from sand_framework.registry import Registries
 
 
-def _unknown_top(key: str) -> str:
+def _unknown_top(key: Any) -> str:
     valid = [*SECTIONS, *SLOTS, *META_KEYS]
+    if not isinstance(key, str):
+        return f"{key!r}: top-level keys must be names (strings), got {type(key).__name__}; valid: {', '.join(valid)}"
     close = difflib.get_close_matches(key, valid, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"{key}: unknown top-level key{hint}; valid: {', '.join(valid)}"
@@ -38,9 +42,14 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         problems += found
         if not found:
             try:
-                sections[key] = build(cls, values)
+                section = build(cls, values)
             except (TypeError, ValueError) as exc:
                 problems.append(f"{key}: {exc}")
+                continue
+            found = instance_problems(section, key, values)
+            problems += found
+            if not found:
+                sections[key] = section
     slots: dict[str, tuple[str, Any]] = {}
     for kind in SLOTS:
         node = data.get(kind)
@@ -52,7 +61,7 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
             problems.append(f"{kind}: expected a mapping with a `name`, got {node!r}")
             continue
         name = node["name"]
-        if name not in registries[kind]:
+        if not isinstance(name, str) or name not in registries[kind]:
             problems.append(f"{kind}.name: {registries[kind].suggest(str(name))}")
             continue
         cls = registries[kind].get(name).Params
@@ -61,14 +70,56 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         problems += found
         if not found:
             try:
-                slots[kind] = (name, build(cls, params))
+                built = build(cls, params)
             except (TypeError, ValueError) as exc:  # Params.__post_init__ checks
                 problems.append(f"{kind}[{name}]: {exc}")
+                continue
+            where = f"{kind}[{name}]"
+            found = instance_problems(built, where, params) + pending_problems(kind, name, built, where)
+            problems += found
+            if not found:
+                slots[kind] = (name, built)
+    if "environment" in slots:
+        problems += _check_environment(registries, *slots["environment"], sections.get("data"), sections.get("eval"))
     if "run" in sections and "eval" in sections:
         problems += _check_eval_models(sections["eval"].models, sections["run"].iterations)
+    if "run" in sections and len(slots) == len(SLOTS):
+        problems += check_budgets(slots, registries, sections["run"].iterations)
     if problems:
         raise RecipeError(problems, source)
     return Recipe(slots=slots, raw=data, **sections)
+
+
+def _check_environment(registries: Registries, name: str, params: Any, data: Any, evals: Any) -> list[str]:
+    """Build the environment (its constructor checks its params) and check the splits the recipe uses.
+
+    Environment constructors are cheap by contract (simulators, JVMs and data
+    load lazily), so validation can afford one: an impossible parameter or an
+    unknown split is reported now instead of failing (or evaluating nothing)
+    after hours of training.
+    """
+    where = f"environment[{name}]"
+    try:
+        env = registries.build("environment", name, params)
+    except Exception as exc:  # noqa: BLE001 - whatever the constructor rejects is a recipe problem
+        return [f"{where}: {exc}" if isinstance(exc, (ValueError, TypeError))
+                else f"{where}: cannot be built ({type(exc).__name__}: {exc})"]
+    try:
+        splits = list(env.splits())
+    except Exception as exc:  # noqa: BLE001
+        return [f"{where}: splits() failed ({type(exc).__name__}: {exc})"]
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - closing a never-used environment must not hide the result
+            pass
+    problems = []
+    if data is not None and data.source == "env" and data.split not in splits:
+        problems.append(f"data.split: {name} has no split {data.split!r}; choose from {', '.join(splits)}")
+    if evals is not None:
+        problems += [f"eval.splits: {name} has no split {s!r}; choose from {', '.join(splits)}"
+                     for s in evals.splits if s not in splits]
+    return problems
 
 
 def _check_eval_models(models: list[str], iterations: int) -> list[str]:

@@ -66,6 +66,13 @@ class RunContext:
             self._policy_ready = True
         return policy
 
+    def release_policy(self) -> None:
+        """Free the policy's model memory (before training); the next :meth:`policy` call sets it up again."""
+        policy = self.components.get("policy")
+        if policy is not None and self._policy_ready:
+            policy.release()
+            self._policy_ready = False
+
     def close(self) -> None:
         for comp in reversed(list(self.components.values())):
             try:

@@ -14,12 +14,18 @@ from sand_framework.types import SamplingParams, Step, Trajectory
 
 
 def expert_trajectory(env: Environment, task_id: str) -> Trajectory:
-    """Run ``env``'s expert on ``task_id``; thoughts are empty."""
+    """Run ``env``'s expert on ``task_id``; each thought is :meth:`Environment.expert_thought` of the step.
+
+    The thought is asked for before the action is executed, with the steps so
+    far, so it cannot see the action's outcome. Environments without expert
+    thoughts (the default) leave them empty.
+    """
     task = env.reset(task_id)
     traj = Trajectory(task_id=task_id, env=env.name, instruction=env.instruction(), task=task)
     for action in env.expert_actions(task_id):
+        thought = env.expert_thought(task_id, task, list(traj.steps), action)
         res = env.step(action)
-        traj.steps.append(Step(thought="", action=action, observation=res.observation))
+        traj.steps.append(Step(thought=thought, action=action, observation=res.observation))
         traj.reward, traj.success = res.reward, res.success
         if res.done:
             break

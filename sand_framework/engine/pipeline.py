@@ -113,6 +113,7 @@ class Pipeline:
         epochs = self.recipe.run.epochs
         n_epochs = epochs[min(iteration, len(epochs) - 1)]
         self.ctx.console.print(f"[bold]{stage}[/]: {len(trajs)} trajectories, {n_epochs} epoch(s)")
+        self.ctx.release_policy()  # no inference engine stays resident while the trainer runs
         t0 = time.time()
         weights = self.ctx.component("trainer").train(TrainRequest(
             trajectories=trajs, base_model=self.ctx.base_model(), init_weights=init,

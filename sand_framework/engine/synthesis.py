@@ -165,6 +165,7 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             critiques=crits, synthesis=res, detector_score=score)
         step.thought, step.deliberated = res.thought, True
         out.records.append(record)
+    switches = {id(t): switch_expert(outputs[id(t)], t, c.executor, c.env) for t in trajs}
     for t in trajs:
         out = outputs[id(t)]
         out.stats = {
@@ -175,8 +176,35 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             "rollout_steps": sum(len(ro.steps) for r in out.records for ro in r.rollouts),
             "fallbacks": sum(r.synthesis.status == "fallback" for r in out.records),
             "retries": sum(r.synthesis.status == "retried" for r in out.records),
+            "expert_switches": int(switches[id(t)]),
         }
     if trajs:
         outputs[id(trajs[0])].stats.update(samples_total=samples_total, samples_valid=samples_valid,
                                            rollout_cache_hits=rollout_cache_hits)
     return [outputs[id(t)] for t in trajs]
+
+
+def switch_expert(out: SynthesisOutput, expert: Trajectory, executor: Executor, env: Environment) -> bool:
+    """Apply the expert switch to one synthesized trajectory (see :meth:`Executor.switches_expert`).
+
+    The best rollout that beats the expert (highest reward, then success, then
+    fewest steps; earliest branch on ties) replaces the trajectory from its
+    branch step on: the prefix keeps its deliberations, the branch step and the
+    continuation keep the agent's own thoughts, and deliberation records at or
+    after the branch are dropped (they led to actions no longer taken).
+    """
+    better = [ro for rec in out.records for ro in rec.rollouts
+              if env.normalize_action(ro.candidate) != env.normalize_action(expert.steps[ro.prefix_len].action)
+              and executor.switches_expert(expert, ro)]
+    if not better:
+        return False
+    best = max(better, key=lambda ro: (ro.reward, ro.success, -(ro.prefix_len + len(ro.steps)), -ro.prefix_len))
+    t = best.prefix_len
+    traj = out.trajectory
+    traj.meta["expert_switch"] = {"step": t, "candidate": best.candidate, "expert_reward": expert.reward,
+                                  "expert_steps": len(expert.steps), "reward": best.reward,
+                                  "steps": t + len(best.steps)}
+    traj.steps = traj.steps[:t] + [Step.from_dict(s.to_dict()) for s in best.steps]
+    traj.reward, traj.success = best.reward, best.success
+    out.records = [r for r in out.records if r.step_index < t]
+    return True

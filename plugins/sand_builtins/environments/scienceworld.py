@@ -75,11 +75,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Iterable
 
+from sand_builtins.environments import scienceworld_thoughts as sw_thoughts
 from sand_builtins.environments.jvm import reap_java
 from sand_framework import hookimpl
 from sand_framework.components import Environment
 from sand_framework.errors import EnvironmentUnavailable, ReplayMismatch
-from sand_framework.types import StepResult
+from sand_framework.types import Step, StepResult
 
 INSTALL_HINT = (
     "the scienceworld environment needs the 'scienceworld' package (1.2.3, the jar is inside the wheel) "
@@ -379,6 +380,10 @@ class ScienceWorldEnv(Environment):
         shorten_expert: bool = True
         """Replace the gold path's walks (``open door to X``, ``go to X``, ...) by ``teleport to X`` where the
         simplifications allow teleporting; kept only if the shortened path still succeeds (verified)."""
+        expert_thoughts: bool = True
+        """Give every expert step a short ReAct thought built from the task's goal and the action type
+        (:func:`~sand_builtins.environments.scienceworld_thoughts.expert_thought`); false: empty thoughts,
+        as before this option existed (runs made then are reproduced with false)."""
 
     def __init__(self, params: Any = None):
         super().__init__(params)
@@ -654,6 +659,12 @@ class ScienceWorldEnv(Environment):
                 if ongoing is not None:
                     self._restore(ongoing[0], ongoing[1])
         return list(self._experts[key])
+
+    def expert_thought(self, task_id: str, task: str, history: list[Step], action: str) -> str:
+        """A templated one-sentence reason for a gold action, from the task's goal and the action type."""
+        if not self.params.expert_thoughts:
+            return ""
+        return sw_thoughts.expert_thought(task, history, action)
 
     def _compute_expert(self, name: str, var: int) -> list[str]:
         """The shortest of (teleport-shortened gold, gold) that still succeeds, cut at success."""

@@ -44,11 +44,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sand_builtins.environments import textworld_express_thoughts as twx_thoughts
 from sand_builtins.environments.jvm import reap_java
 from sand_framework import hookimpl
 from sand_framework.components import Environment
 from sand_framework.errors import EnvironmentUnavailable
-from sand_framework.types import StepResult
+from sand_framework.types import Step, StepResult
 
 GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 FOLDS = ("train", "dev", "test")
@@ -157,6 +158,10 @@ class TextWorldExpressEnv(Environment):
         and actions after success are always dropped."""
         show_valid_actions: bool = False
         """Append the sorted list of valid actions to every observation (longer prompts, easier task)."""
+        expert_thoughts: bool = True
+        """Give every expert step a short ReAct thought written from what the agent has seen so far
+        (:func:`~sand_builtins.environments.textworld_express_thoughts.expert_thought`); false: empty
+        thoughts, as before this option existed (runs made then are reproduced with false)."""
 
     def __init__(self, params: Any = None):
         super().__init__(params)
@@ -349,6 +354,12 @@ class TextWorldExpressEnv(Environment):
                 else:
                     self._task = None
         return list(self._experts[key])
+
+    def expert_thought(self, task_id: str, task: str, history: list[Step], action: str) -> str:
+        """A templated one-sentence reason for a gold action, from the task text and the steps so far."""
+        if not self.params.expert_thoughts:
+            return ""
+        return twx_thoughts.expert_thought(TaskId.parse(task_id).game, task, history, action)
 
     def _compute_expert(self, tid: TaskId) -> list[str]:
         _, infos = self._start(tid, gold=True)

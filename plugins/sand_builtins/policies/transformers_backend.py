@@ -28,7 +28,7 @@ from typing import Any
 
 from sand_framework import hookimpl
 from sand_framework.prompting import cut_at_stop, fit_prompt
-from sand_framework.chat_template import CHAT_TEMPLATE
+from sand_framework.chat_format import ChatFormat, agent_format
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
 from sand_framework.types import Chat, Completion, Role, SamplingParams
@@ -104,15 +104,11 @@ class TransformersPolicy(Policy):
         self.device = torch.device(dev)
         self.dtype = self._torch_dtype(self.params.dtype)
         self.base_path = base_model
-        try:
-            tok = AutoTokenizer.from_pretrained(base_model)
-        except OSError as exc:
-            raise ModelUnavailable(f"cannot load tokenizer for {base_model!r}: {exc}") from exc
+        self.base_format = self.agent_format = ChatFormat.from_pretrained(base_model)
+        tok = self.base_format.tokenizer
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
-        if not getattr(tok, "chat_template", None):
-            tok.chat_template = CHAT_TEMPLATE
         self.tokenizer = tok
         self.model = self._load_model(base_model)
         self._stop_ids = self._eos_ids(self.model)
@@ -145,18 +141,17 @@ class TransformersPolicy(Policy):
         ids: list[int] = []
         eos = model.generation_config.eos_token_id
         ids += list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
-        for tok in ("<|im_end|>", self.tokenizer.eos_token):
-            if tok and tok in self.tokenizer.get_vocab():
-                ids.append(self.tokenizer.convert_tokens_to_ids(tok))
+        ids += self.base_format.stop_token_ids
         return sorted(set(int(i) for i in ids))
 
     def set_agent_weights(self, weights: str | None) -> None:
         self._require_setup()
         if weights is None:
             self._drop_full_agent()
-            self.agent_kind, self.agent_weights = "base", None
+            self.agent_kind, self.agent_weights, self.agent_format = "base", None, self.base_format
             return
         path = Path(weights)
+        self.agent_format = agent_format(path, self.base_format)
         if (path / "adapter_config.json").exists():
             self._attach_adapter(str(path))
             self._drop_full_agent()
@@ -201,14 +196,11 @@ class TransformersPolicy(Policy):
     # Prompts
     # ------------------------------------------------------------------
 
-    def _render(self, chat: Chat) -> list[int]:
-        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def encode_prompt(self, chat: Chat) -> list[int]:
-        """Token ids of ``chat`` with the generation prompt, shortened to ``max_prompt_tokens``."""
-        limit = int(self.params.max_prompt_tokens or 0)
-        return fit_prompt(chat, self._render, limit)
+    def encode_prompt(self, chat: Chat, role: Role = "agent") -> list[int]:
+        """Token ids of ``chat`` with the generation prompt, rendered with the template the role's weights were
+        trained with (:mod:`sand_framework.chat_format`), shortened to ``max_prompt_tokens``."""
+        fmt = self.agent_format if role == "agent" else self.base_format
+        return fit_prompt(chat, fmt.prompt_ids, int(self.params.max_prompt_tokens or 0))
 
     # ------------------------------------------------------------------
     # Generation
@@ -228,7 +220,7 @@ class TransformersPolicy(Policy):
         per_chat = 1 if greedy else n
         if sampling.seed is not None:
             torch.manual_seed(int(sampling.seed))
-        prompts = [self.encode_prompt(c) for c in chats]
+        prompts = [self.encode_prompt(c, role) for c in chats]
         bs = max(1, int(self.params.batch_size))
         seqs_per_call = min(per_chat, bs)
         chats_per_call = max(1, bs // seqs_per_call)

@@ -1,8 +1,9 @@
 """The ``vllm`` policy: vLLM's offline engine (``vllm.LLM``) with prefix caching.
 
 Same contract and semantics as the ``transformers`` policy (see
-``transformers_backend``): prompts are rendered with the model's chat template
-(SAND's ChatML when it has none) and shortened to ``max_prompt_tokens`` by
+``transformers_backend``): prompts are rendered client-side with the template
+the weights were trained with (:mod:`sand_framework.chat_format`) and passed
+to the engine as token ids, never re-rendered by vLLM; they are shortened to ``max_prompt_tokens`` by
 dropping the oldest (assistant, observation) pairs after the first three ETO
 turns, then cut from the left; generation stops at the end-of-turn token or at
 any ``stop`` string, which is cut from the text; temperature 0 is greedy (one
@@ -24,6 +25,13 @@ The agent's weights are
 
 * a full model directory (``config.json``): a second engine on it;
 * ``None``: the agent is the base model.
+
+Memory: with ``sleep_mode`` on (default on GPUs) only one engine is awake at a
+time — the other sleeps (weights offloaded to CPU memory, KV cache freed) and
+wakes when its role is asked for — and :meth:`release` puts every engine to
+sleep before a training stage, so training gets the GPUs. Without sleep mode
+(CPU), :meth:`release` shuts the engines down and the next ``setup`` starts
+them again.
 
 vLLM is imported lazily: this module imports (and the component registers)
 without it; ``setup`` raises :class:`~sand_framework.errors.ModelUnavailable`
@@ -47,7 +55,7 @@ from typing import Any, Literal
 
 from sand_framework import hookimpl
 from sand_framework.prompting import cut_at_stop, fit_prompt
-from sand_framework.chat_template import CHAT_TEMPLATE
+from sand_framework.chat_format import ChatFormat, agent_format
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
 from sand_framework.types import Chat, Completion, Role, SamplingParams
@@ -120,6 +128,9 @@ class VLLMParams:
     """Engine seed (requests without a seed)."""
     merge_dir: str = ""
     """Where ``merge`` mode writes merged models; empty = a temporary directory removed on ``close``."""
+    sleep_mode: Literal["auto", "on", "off"] = "auto"
+    """vLLM sleep mode (``enable_sleep_mode``): the engine not in use sleeps, and all sleep during training.
+    ``auto`` = on with a GPU (vLLM supports it on CUDA only)."""
     engine_args: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments for ``vllm.LLM`` (override the ones above)."""
 
@@ -146,6 +157,7 @@ class VLLMPolicy(Policy):
         self._merge_owned = False
         self._merged_dir: Path | None = None
         self._stop_ids: list[int] = []
+        self._asleep: set[int] = set()
         self._stats = {"calls": 0, "sequences": 0, "prompt_tokens": 0, "completion_tokens": 0,
                        "busy_seconds": 0.0, "engine_starts": 0, "engine_start_seconds": 0.0}
 
@@ -155,7 +167,8 @@ class VLLMPolicy(Policy):
 
     def setup(self, base_model: str) -> None:
         import_vllm()
-        from transformers import AutoTokenizer
+        if self.base_llm is not None and base_model == self.base_path:  # released to sleep: engines wake on use
+            return
 
         if self.params.lora_mode not in ("adapter", "merge"):
             raise ValueError(f"policy 'vllm': lora_mode must be 'adapter' or 'merge', got {self.params.lora_mode!r}")
@@ -165,13 +178,8 @@ class VLLMPolicy(Policy):
             if self.params.cpu_threads_bind:
                 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", self.params.cpu_threads_bind)
         self.base_path = base_model
-        try:
-            tok = AutoTokenizer.from_pretrained(base_model)
-        except OSError as exc:
-            raise ModelUnavailable(f"cannot load tokenizer for {base_model!r}: {exc}") from exc
-        if not getattr(tok, "chat_template", None):
-            tok.chat_template = CHAT_TEMPLATE
-        self.tokenizer = tok
+        self.base_format = self.agent_format = ChatFormat.from_pretrained(base_model)
+        self.tokenizer = self.base_format.tokenizer
         self._stop_ids = self._eos_ids(base_model)
         self.base_llm = self._start_engine(base_model, lora=self.params.lora_mode == "adapter")
 
@@ -189,6 +197,8 @@ class VLLMPolicy(Policy):
         )
         if not self.on_cpu:
             kw["gpu_memory_utilization"] = float(p.gpu_memory_utilization)
+        if self._sleep_enabled():
+            kw["enable_sleep_mode"] = True
         if lora:
             kw.update(enable_lora=True, max_lora_rank=int(p.max_lora_rank), max_loras=max(1, int(p.max_loras)))
         kw.update(p.engine_args or {})
@@ -197,6 +207,7 @@ class VLLMPolicy(Policy):
     def _start_engine(self, path: str, lora: bool) -> Any:
         vllm = import_vllm()
         kwargs = self._engine_kwargs(path, lora)
+        self._activate(None)  # a new engine sizes its cache from free memory: the others sleep first
         start = time.perf_counter()
         try:
             llm = vllm.LLM(**kwargs)
@@ -216,19 +227,44 @@ class VLLMPolicy(Policy):
             ids += list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
         except Exception:  # noqa: BLE001 - no generation_config.json
             pass
-        for tok in ("<|im_end|>", self.tokenizer.eos_token):
-            if tok and tok in self.tokenizer.get_vocab():
-                ids.append(self.tokenizer.convert_tokens_to_ids(tok))
+        ids += self.base_format.stop_token_ids
         return sorted(set(int(i) for i in ids))
+
+    # ------------------------------------------------------------------
+    # Memory: sleep / wake
+    # ------------------------------------------------------------------
+
+    def _sleep_enabled(self) -> bool:
+        return self.params.sleep_mode == "on" or (self.params.sleep_mode == "auto" and not self.on_cpu)
+
+    def _activate(self, llm: Any) -> None:
+        """Make ``llm`` the only awake engine (``None``: put all to sleep). No-op without sleep mode."""
+        if not self._sleep_enabled():
+            return
+        for other in (self.base_llm, self.agent_llm):
+            if other is not None and other is not llm and id(other) not in self._asleep:
+                other.sleep(level=1)
+                self._asleep.add(id(other))
+        if llm is not None and id(llm) in self._asleep:
+            llm.wake_up()
+            self._asleep.discard(id(llm))
+
+    def release(self) -> None:
+        """Free the accelerator for a training stage: engines sleep (sleep mode) or shut down."""
+        if self._sleep_enabled() and self.base_llm is not None:
+            self._activate(None)
+        else:
+            self.close()
 
     def set_agent_weights(self, weights: str | None) -> None:
         self._require_setup()
         if weights is None:
             self._drop_agent_engine()
             self._drop_lora()
-            self.agent_kind, self.agent_weights = "base", None
+            self.agent_kind, self.agent_weights, self.agent_format = "base", None, self.base_format
             return
         path = Path(weights)
+        self.agent_format = agent_format(path, self.base_format)
         if (path / "adapter_config.json").exists():
             if self.params.lora_mode == "merge":
                 merged = self._merge_adapter(path)
@@ -330,18 +366,15 @@ class VLLMPolicy(Policy):
     # Prompts
     # ------------------------------------------------------------------
 
-    def _render(self, chat: Chat) -> list[int]:
-        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def encode_prompt(self, chat: Chat, max_new_tokens: int = 0) -> list[int]:
-        """Token ids of ``chat`` with the generation prompt, shortened to fit (see module doc)."""
+    def encode_prompt(self, chat: Chat, max_new_tokens: int = 0, role: Role = "agent") -> list[int]:
+        """Token ids of ``chat`` with the generation prompt in the role's trained format, shortened to fit."""
+        fmt = self.agent_format if role == "agent" else self.base_format
         limits = [int(self.params.max_prompt_tokens or 0)]
         if self.params.max_model_len:
             limits.append(max(1, int(self.params.max_model_len) - max(1, int(max_new_tokens))))
         limits = [x for x in limits if x > 0]
         limit = min(limits) if limits else 0
-        return fit_prompt(chat, self._render, limit)
+        return fit_prompt(chat, fmt.prompt_ids, limit)
 
     # ------------------------------------------------------------------
     # Generation
@@ -360,7 +393,7 @@ class VLLMPolicy(Policy):
         greedy = sampling.temperature is None or sampling.temperature <= 0
         per_chat = 1 if greedy else n
         max_new = max(1, int(sampling.max_new_tokens))
-        prompts = [self.encode_prompt(c, max_new) for c in chats]
+        prompts = [self.encode_prompt(c, max_new, role) for c in chats]
         stops = [s for s in self.params.stop if s]
         params = []
         for i in range(len(chats)):
@@ -378,6 +411,7 @@ class VLLMPolicy(Policy):
                     kw["seed"] = int(sampling.seed) + i * per_chat
             params.append(VSamplingParams(**kw))
         llm, lora = self._engine_for(role)
+        self._activate(llm)
         inputs = [{"prompt_token_ids": p} for p in prompts]
         gen_kwargs: dict[str, Any] = {"use_tqdm": False}
         if lora is not None:
@@ -418,6 +452,7 @@ class VLLMPolicy(Policy):
 
     def close(self) -> None:
         self._lora = None
+        self._asleep.clear()
         if self.agent_llm is not None:
             _shutdown(self.agent_llm)
             self.agent_llm = None

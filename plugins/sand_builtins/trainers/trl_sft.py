@@ -1,55 +1,64 @@
-"""Supervised fine-tuning of the agent with TRL's ``SFTTrainer`` (LoRA or full).
+"""Supervised fine-tuning of the agent with TRL's ``SFTTrainer`` (LoRA or full), on one or many processes.
 
 The agent is trained on exactly the chats it is later sampled from
-(:func:`sand_framework.prompting.trajectory_chat`), with the loss on assistant
-turns only: the environment instruction, the task and every observation are
-masked out.
+(:func:`sand_framework.prompting.trajectory_chat`), rendered with the base
+model's own chat template (:class:`sand_framework.chat_format.ChatFormat`),
+with the loss on assistant replies and their end-of-turn token only: the
+environment instruction, the task and every observation are masked out. No
+other template is ever substituted, so every policy renders its prompts as
+token prefixes of these training sequences.
 
-Loss masking uses TRL's ``assistant_only_loss``, which needs a chat template
-with ``{% generation %}`` markers. In order of preference the trainer uses:
-
-1. the tokenizer's own template, when it already has the markers;
-2. TRL's render-identical training variant of a template TRL knows (Qwen,
-   Llama 3, ...), applied in memory only;
-3. SAND's ChatML template (:data:`sand_framework.chat_template.CHAT_TEMPLATE`)
-   when the tokenizer has ChatML's ``<|im_start|>``/``<|im_end|>`` tokens
-   (SmolLM2 and friends). That template is installed on the tokenizer and
-   saved with the final weights, so the agent is sampled with the template it
-   was trained on;
-4. otherwise a :class:`ValueError` naming the fix.
+With ``launch.num_processes > 1`` the stage runs under ``accelerate launch``
+(DDP, FSDP or DeepSpeed ZeRO-3 configs shipped; see :mod:`.launch`).
 
 Outputs, all in standard Hugging Face format under ``request.output_dir``:
 
 * ``checkpoints/checkpoint-N``  — resumable checkpoints (a killed stage
   continues from the newest complete one);
-* ``final/``                    — the weights (LoRA adapter + tokenizer, or a
-  full model + tokenizer), written to a temporary directory and renamed, so
-  its existence means training finished; a second call returns it at once;
+* ``final/``                    — the weights (LoRA adapter or full model), the
+  tokenizer with its chat template and ``sand_chat_format.json``, written to a
+  temporary directory and renamed, so its existence means training finished;
+  a second call returns it at once;
 * ``logs/``                     — TensorBoard events (``report_to``);
 * ``training_summary.json``     — steps, first/last loss, wall time, examples.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from sand_framework import hookimpl
-from sand_framework.chat_template import CHAT_TEMPLATE
+from sand_framework.chat_format import ChatFormat
 from sand_framework.components import Trainer, TrainRequest
-from sand_framework.prompting import trajectory_chat
-from sand_framework.types import Trajectory
+from sand_builtins.trainers import launch as launching
+from sand_builtins.trainers.sft_data import build_dataset
 
 log = logging.getLogger(__name__)
 
 _CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+TRACKERS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "mlflow",
+            "neptune", "swanlab", "tensorboard", "trackio", "wandb")
+"""Hugging Face ``report_to`` integrations (``transformers.integrations``); each reads its own env vars."""
+
+
+@dataclass
+class LaunchParams:
+    num_processes: int = 1
+    """Training processes (one per GPU). Above 1 the stage runs under ``accelerate launch``."""
+    config: str = "ddp"
+    """Accelerate config: ``ddp``, ``fsdp`` (FSDP v2, full state dict saved), ``zero3`` (DeepSpeed ZeRO-3; needs
+    ``deepspeed``), or a path to your own accelerate config file."""
 
 
 @dataclass
@@ -89,60 +98,35 @@ class Params:
     logging_steps: int = 5
     """Log loss and learning rate every this many optimizer steps."""
     report_to: str = "tensorboard"
-    """``tensorboard`` (events in ``output_dir/logs``) or ``none``."""
+    """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face integration
+    (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or ``none``."""
     threads: int = 1
     """torch CPU threads during training; 0 leaves torch's default."""
     dtype: str = "auto"
     """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
     ``bfloat16``, ``float16``."""
+    launch: LaunchParams = field(default_factory=LaunchParams)
+    """Multi-process training: ``{num_processes: 8, config: fsdp}``. The default trains in the run's process."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass instead of keeping them: less memory, more compute
     (``benchmarks/train_memory.py`` measures both); the trained weights are the same."""
 
 
-def build_dataset(trajectories: list[Trajectory]):
-    """The SFT dataset: one conversational example ``{"messages": chat}`` per trajectory."""
-    from datasets import Dataset
+def parse_trackers(report_to: str) -> list[str]:
+    """``report_to`` as a list of integration names; raises ``ValueError`` naming the valid ones."""
+    names = [t.strip().lower() for t in report_to.split(",") if t.strip()]
+    if names in ([], ["none"]):
+        return []
+    unknown = [t for t in names if t not in TRACKERS]
+    if unknown:
+        raise ValueError(f"trl_sft: unknown report_to {', '.join(unknown)}; use none or any of {', '.join(TRACKERS)}")
+    from transformers.integrations import get_available_reporting_integrations
 
-    return Dataset.from_list([{"messages": trajectory_chat(t)} for t in trajectories])
-
-
-def _has_generation_markers(template: Any) -> bool:
-    if isinstance(template, dict):
-        template = template.get("default", "")
-    return bool(template) and re.search(r"\{%-?\s*generation\s*-?%\}", template) is not None
-
-
-def prepare_chat_template(tokenizer) -> str:
-    """Make ``tokenizer`` able to mask the loss to assistant turns; return how.
-
-    Returns ``"own"`` (template already has ``{% generation %}``), ``"trl"`` (TRL
-    patches a template it knows, in memory) or ``"sand_chatml"`` (SAND's ChatML
-    template installed on the tokenizer). Raises ``ValueError`` otherwise.
-    """
-    template = getattr(tokenizer, "chat_template", None)
-    if _has_generation_markers(template):
-        return "own"
-    if template:
-        try:
-            from trl.chat_template_utils import get_training_chat_template
-
-            if get_training_chat_template(tokenizer):
-                return "trl"
-        except Exception:  # noqa: BLE001 - unknown template: fall through
-            pass
-    vocab = tokenizer.get_vocab()
-    if "<|im_start|>" in vocab and "<|im_end|>" in vocab:
-        log.warning("tokenizer's chat template has no {% generation %} markers; installing SAND's ChatML template")
-        tokenizer.chat_template = CHAT_TEMPLATE
-        return "sand_chatml"
-    raise ValueError(
-        "trl_sft: the tokenizer's chat template cannot mask the loss to assistant turns (it has no "
-        "'{% generation %}...{% endgeneration %}' markers, TRL has no training variant of it, and the tokenizer "
-        "has no ChatML tokens for SAND's template). Fix: save the base model's tokenizer with a chat template "
-        "that wraps each assistant reply and its end-of-turn token in {% generation %}...{% endgeneration %} "
-        "(see sand_framework/chat_template.py for a ChatML example)."
-    )
+    missing = sorted(set(names) - set(get_available_reporting_integrations()))
+    if missing:
+        raise ValueError(f"trl_sft: report_to {', '.join(missing)} is not installed; "
+                         f"pip install {' '.join(missing)} (or report_to: none)")
+    return names
 
 
 def release_memory() -> None:
@@ -305,23 +289,25 @@ class TrlSftTrainer(Trainer):
         set_seed(request.seed)
 
         use_cuda, dtype, bf16 = self._device()
-        tok_src = request.init_weights if _has_tokenizer(request.init_weights) else request.base_model
-        tokenizer = AutoTokenizer.from_pretrained(tok_src)
-        self.masking = prepare_chat_template(tokenizer)
+        fmt_src = request.init_weights if _has_tokenizer(request.init_weights) else request.base_model
+        self.chat_format = ChatFormat.from_pretrained(fmt_src)
+        tokenizer = self.chat_format.tokenizer
+        if tokenizer.pad_token is None:  # the collator pads; padded positions never carry loss
+            tokenizer.pad_token = tokenizer.eos_token
+        dataset, self.examples = build_dataset(request.trajectories, self.chat_format, p.max_length)
         model = self._load_model(request, dtype)
         model.config.use_cache = False
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
         callbacks = [*self.extra_callbacks, RichProgress(f"train {out.name}")]
-        report_to = p.report_to.lower()
-        if report_to == "tensorboard":
+        trackers = parse_trackers(p.report_to)
+        if "tensorboard" in trackers:  # an explicit callback, to put the events in output_dir/logs
             from torch.utils.tensorboard import SummaryWriter
             from transformers.integrations import TensorBoardCallback
 
             callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "logs"))))
-        elif report_to not in ("none", ""):
-            raise ValueError(f"trl_sft: report_to must be 'tensorboard' or 'none', got {p.report_to!r}")
+        others = [t for t in trackers if t != "tensorboard"]
 
         config = SFTConfig(
             output_dir=str(out / "checkpoints"),
@@ -334,14 +320,15 @@ class TrlSftTrainer(Trainer):
             warmup_steps=float(p.warmup_ratio),
             weight_decay=p.weight_decay,
             max_length=p.max_length,
-            assistant_only_loss=True,
+            assistant_only_loss=False,  # the dataset's assistant_masks (our own template's masks) apply as is
             packing=False,
             save_strategy="steps",
             save_steps=p.save_steps,
             save_total_limit=p.save_total_limit,
             logging_steps=p.logging_steps,
             logging_first_step=True,
-            report_to="none",  # TensorBoard is added as an explicit callback, to put logs in output_dir/logs
+            report_to=others or "none",
+            run_name=f"{Path(request.output_dir).parent.parent.name}/{out.name}",
             seed=request.seed,
             data_seed=request.seed,
             bf16=bf16,
@@ -355,7 +342,7 @@ class TrlSftTrainer(Trainer):
         return SFTTrainer(
             model=model,
             args=config,
-            train_dataset=build_dataset(request.trajectories),
+            train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=self._peft_config(model),
             callbacks=callbacks,
@@ -364,30 +351,44 @@ class TrlSftTrainer(Trainer):
     # ------------------------------------------------------------------ train
 
     def train(self, request: TrainRequest) -> str:
-        out = Path(request.output_dir)
-        final = out / "final"
+        final = Path(request.output_dir) / "final"
         if final.is_dir():
             return str(final)
+        if self.params.launch.num_processes > 1:
+            launching.launch(request, self.params)
+            return str(final)
+        return self.train_in_process(request)
+
+    def train_in_process(self, request: TrainRequest) -> str:
+        """Train in this process: alone, or as one rank of ``accelerate launch`` (every rank runs this)."""
+        out = Path(request.output_dir)
+        final = out / "final"
         import torch
 
         prev_threads = torch.get_num_threads()
         start = time.time()
+        trainer = None
         try:
             trainer = self.build(request)
             resume = latest_checkpoint(out / "checkpoints")
             if resume:
                 log.info("trl_sft: resuming from %s", resume)
             result = trainer.train(resume_from_checkpoint=resume)
+            tmp = out / "final.tmp"  # one name for every rank: they all write into it
+            if trainer.is_world_process_zero() and tmp.exists():
+                shutil.rmtree(tmp)
+            trainer.accelerator.wait_for_everyone()
+            # every rank calls save_model: under FSDP / ZeRO-3 gathering the full weights is a collective,
+            # and only the main process writes
+            trainer.save_model(str(tmp))
+            trainer.accelerator.wait_for_everyone()
             if trainer.is_world_process_zero():
-                tmp = out / f"final.tmp-{os.getpid()}"
-                if tmp.exists():
-                    shutil.rmtree(tmp)
-                trainer.save_model(str(tmp))
-                trainer.processing_class.save_pretrained(str(tmp))
+                self.chat_format.save(tmp)
                 os.replace(tmp, final)
                 self._write_summary(out, trainer, result, time.time() - start, resume)
                 if not self.params.keep_checkpoints:
                     shutil.rmtree(out / "checkpoints", ignore_errors=True)
+            trainer.accelerator.wait_for_everyone()
         finally:
             torch.set_num_threads(prev_threads)
             trainer = None
@@ -409,7 +410,9 @@ class TrlSftTrainer(Trainer):
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
             "total_params": sum(p.numel() for p in model.parameters()),
             "lora": self.params.lora,
-            "masking": getattr(self, "masking", None),
+            "chat_format": dataclasses.asdict(self.chat_format.info),
+            "truncated_examples": self.examples.truncated,
+            "dropped_examples": self.examples.dropped,
             "resumed_from": resumed,
         }
         tmp = out / "training_summary.json.tmp"

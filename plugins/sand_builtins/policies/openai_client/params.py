@@ -1,0 +1,72 @@
+"""Parameters of the ``openai`` policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8000/v1"
+
+
+@dataclass
+class OpenAIParams:
+    base_urls: list[str] = field(default_factory=list)
+    """API roots of the servers (each including ``/v1``); requests are spread over them, each to the one with
+    the fewest requests in flight. Empty = ``[base_url]``."""
+    base_url: str = DEFAULT_URL
+    """A single server's API root: the one-endpoint spelling of ``base_urls`` (kept for older recipes)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key (sent as ``Bearer``); unset/empty = no key."""
+    model: str = ""
+    """Default model name; empty = the ``setup(base_model)`` argument."""
+    base_model_name: str = ""
+    """Model name for ``role="base"``; empty = ``model``."""
+    agent_model_name: str = ""
+    """Model name for ``role="agent"`` once agent weights are set (e.g. a ``--lora-modules agent=...`` name)."""
+    weights_map: dict[str, str] = field(default_factory=dict)
+    """Agent weight paths -> served model names (static set-ups with one LoRA module per iteration)."""
+    dynamic_lora: bool = False
+    """Load each agent adapter into every server at run time (vLLM ``/v1/load_lora_adapter``)."""
+    lora_name_prefix: str = "sand-agent"
+    """Adapters loaded at run time are named ``{lora_name_prefix}{k}``, k = 1, 2, ... per ``set_agent_weights``."""
+    stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
+    """Sent as ``stop`` (besides the template's end-of-turn token ids); the text is also cut before the first."""
+    top_p: float = 1.0
+    """Nucleus sampling for sampled (temperature > 0) calls."""
+    max_concurrency: int = 8
+    """Requests in flight at once per server (the server batches them); all servers together take
+    ``max_concurrency x len(base_urls)``."""
+    timeout_s: float = 120.0
+    """Read timeout of one request attempt."""
+    connect_timeout_s: float = 5.0
+    """Connect timeout of one request attempt."""
+    max_retries: int = 5
+    """Retries by the SDK after the first attempt (connection errors, timeouts, 408/409/429/5xx; exponential
+    backoff with jitter, ``Retry-After`` honoured) before :class:`ServerUnavailable`."""
+    tokenizer: str = ""
+    """The model's tokenizer (a local folder or a cached hub id) whose chat template renders every prompt;
+    empty = the ``setup(base_model)`` argument. Required: prompts are rendered here, not by the server."""
+    max_prompt_tokens: int = 0
+    """Drop the oldest turns after the first three while a prompt is longer, then cut from the left; 0 = no limit."""
+    wait_ready_s: float = 0.0
+    """``setup`` polls every server's ``GET /models`` up to this long until all answer; 0 = don't wait."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Extra request fields (e.g. ``{"top_k": 20}`` for vLLM)."""
+
+    def __post_init__(self) -> None:
+        if self.base_urls and self.base_url != DEFAULT_URL:
+            raise ValueError("give either base_url (one server) or base_urls (a list), not both")
+        urls = self.urls()
+        bad = [u for u in urls if not isinstance(u, str) or not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ValueError(f"base_urls must be http(s) URLs of API roots (e.g. {DEFAULT_URL}), got {bad}")
+        if len(set(u.rstrip("/") for u in urls)) != len(urls):
+            raise ValueError(f"base_urls lists a server twice: {urls}")
+        if int(self.max_concurrency) < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if int(self.max_retries) < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    def urls(self) -> list[str]:
+        """The servers' API roots, without trailing slashes."""
+        return [u.rstrip("/") if isinstance(u, str) else u for u in (list(self.base_urls) or [self.base_url])]
