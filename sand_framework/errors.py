@@ -47,9 +47,20 @@ class UnknownComponentError(SandError):
 
 
 class RunDirError(SandError):
-    """A run directory is missing, locked by another process, or inconsistent."""
+    """A run directory is missing, locked by another process, read-only, or holds a damaged file."""
 
     exit_code = 3
+
+
+class EmptyStageError(SandError):
+    """A stage would finish on no input (no expert trajectory, nothing to synthesize or train on).
+
+    A stage recorded done on empty input can never be redone by a resume, so it
+    is not recorded: the run stops, names the cause, and is resumable once the
+    input is fixed.
+    """
+
+    exit_code = 2
 
 
 class EnvironmentUnavailable(SandError):

@@ -213,12 +213,12 @@ def import_eto(path: str | os.PathLike, env: Any, limit: int | None = None, veri
     """
     from sand_framework.engine.expert import replay_outcome
     from sand_framework.errors import ReplayMismatch, SandError
-    from sand_framework.formats import FormatError, _turns, from_conversation
+    from sand_framework.formats import FormatError, _turns, from_conversation, loads, non_finite, record_id
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(f"{path}: not a readable ShareGPT JSON file ({exc})") from exc
+        data = loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FormatError(f"{path}: not a readable ShareGPT JSON file ({str(exc)[:200]})") from None
     if not isinstance(data, list):
         raise FormatError(f"{path}: expected a JSON list of conversations, got {type(data).__name__}")
     kept: list[Any] = []
@@ -226,10 +226,19 @@ def import_eto(path: str | os.PathLike, env: Any, limit: int | None = None, veri
     done: set[str] = set()
     for i, item in enumerate(data[:limit] if limit is not None else data):
         where = f"{path}[{i}]"
+        # A malformed record is skipped and listed like an unmappable one, never imported half-right.
         if not isinstance(item, dict) or "conversations" not in item:
-            raise FormatError(f"{where}: no 'conversations'")
-        eto_id = str(item.get("id", i))
-        traj = from_conversation(eto_id, _turns(item["conversations"], "from", "value", where), env.name, where)
+            problems.append(f"{where}: no 'conversations', skipped")
+            continue
+        if non_finite(item):
+            problems.append(f"{where}: contains NaN or Infinity (not JSON), skipped")
+            continue
+        try:
+            eto_id = record_id(item.get("id"), str(i), where)
+            traj = from_conversation(eto_id, _turns(item["conversations"], "from", "value", where), env.name, where)
+        except FormatError as exc:
+            problems.append(f"{exc}, skipped")
+            continue
         traj.meta["eto"] = {"id": eto_id, **{k: v for k, v in item.items() if k not in ("id", "conversations")}}
         if isinstance(item.get("reward"), (int, float)) and not isinstance(item.get("reward"), bool):
             traj.reward = float(item["reward"])

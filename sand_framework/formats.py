@@ -26,6 +26,47 @@ class FormatError(SandError):
     exit_code = 2
 
 
+class _NonFinite:
+    """Stands for ``NaN``/``Infinity``, which Python's json accepts but JSON does not: no string, no number."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that keeps ``NaN``/``Infinity`` out of the data (they become :class:`_NonFinite` markers,
+    which every check below rejects) instead of turning them into floats that ``str()`` makes task ids."""
+    return json.loads(text, parse_constant=_NonFinite)
+
+
+def non_finite(value: Any) -> bool:
+    """Does ``value`` contain NaN/Infinity anywhere?"""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _NonFinite):
+            return True
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def record_id(raw: Any, default: str, where: str) -> str:
+    """A record's ``id`` as a string: strings and integers only (not booleans, floats or NaN)."""
+    if isinstance(raw, str) and raw.strip():
+        return raw
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw)
+    if raw is None:
+        return default
+    raise FormatError(f"{where}: id {raw!r} is not a string or an integer")
+
+
 _ROLE = {"user": "human", "assistant": "gpt", "system": "system"}
 
 
@@ -50,6 +91,9 @@ def from_conversation(conv_id: str, turns: list[dict[str, str]], env: str, where
         t = turns[i]
         if t["role"] == "assistant":
             parsed = parse_turn(t["content"])
+            if not parsed.valid:
+                raise FormatError(f"{where}: conversation {conv_id!r}, turn {i}: no usable 'Action: ...' line "
+                                  f"in {t['content'][:80]!r}; an expert turn must end with its action")
             steps.append(Step(thought=parsed.thought, action=parsed.action))
         elif steps:
             obs = t["content"]
@@ -58,41 +102,55 @@ def from_conversation(conv_id: str, turns: list[dict[str, str]], env: str, where
 
 
 def _turns(raw: Any, key_from: str, key_val: str, where: str) -> list[dict[str, str]]:
-    try:
-        return [{"role": {"human": "user", "gpt": "assistant"}.get(t[key_from], t[key_from]), "content": str(t[key_val])}
-                for t in raw]
-    except (TypeError, KeyError) as exc:
-        raise FormatError(f"{where}: malformed turn list ({exc})") from exc
+    if not isinstance(raw, list):
+        raise FormatError(f"{where}: the turns are not a list")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict) or not isinstance(t.get(key_from), str) or not isinstance(t.get(key_val), str):
+            got = {k: t.get(k) for k in (key_from, key_val)} if isinstance(t, dict) else t
+            raise FormatError(f"{where}: turn {i} needs string {key_from!r} and {key_val!r}, got {got!r}"[:300])
+        out.append({"role": {"human": "user", "gpt": "assistant"}.get(t[key_from], t[key_from]),
+                    "content": t[key_val]})
+    return out
 
 
 def read_sharegpt(path: str | os.PathLike, env: str) -> list[Trajectory]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(f"{path}: not a readable ShareGPT JSON file ({exc})") from exc
+        data = loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FormatError(f"{path}: not a readable ShareGPT JSON file ({str(exc)[:200]})") from None
     if not isinstance(data, list):
         raise FormatError(f"{path}: expected a JSON list of conversations, got {type(data).__name__}")
     out = []
     for i, item in enumerate(data):
         if not isinstance(item, dict) or "conversations" not in item:
             raise FormatError(f"{path}: item {i} has no 'conversations'")
-        out.append(from_conversation(item.get("id", str(i)), _turns(item["conversations"], "from", "value", f"{path}[{i}]"),
-                                     env, f"{path}[{i}]"))
+        where = f"{path}[{i}]"
+        if non_finite(item):
+            raise FormatError(f"{where}: contains NaN or Infinity, which is not JSON; fix or remove the record")
+        out.append(from_conversation(record_id(item.get("id"), str(i), where),
+                                     _turns(item["conversations"], "from", "value", where), env, where))
     return out
 
 
 def read_messages(path: str | os.PathLike, env: str) -> list[Trajectory]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FormatError(f"{path}: not a readable messages JSONL file ({str(exc)[:200]})") from None
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                turns = _turns(item["messages"], "role", "content", f"{path}:{lineno}")
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise FormatError(f"{path}:{lineno}: not a messages record ({exc})") from exc
-            out.append(from_conversation(item.get("id", str(lineno)), turns, env, f"{path}:{lineno}"))
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = loads(line)
+            turns = _turns(item["messages"], "role", "content", f"{path}:{lineno}")
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as exc:
+            raise FormatError(f"{path}:{lineno}: not a messages record ({str(exc)[:200]})") from None
+        if non_finite(item):
+            raise FormatError(f"{path}:{lineno}: contains NaN or Infinity, which is not JSON; fix or remove it")
+        out.append(from_conversation(record_id(item.get("id"), str(lineno), f"{path}:{lineno}"), turns, env,
+                                     f"{path}:{lineno}"))
     return out
 
 

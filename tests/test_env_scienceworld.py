@@ -367,3 +367,41 @@ def test_gold_paths_sweep(split):
     finally:
         e.close()
     assert not failed, failed
+
+
+@needs_sw
+def test_expert_thoughts_are_short_and_grounded(env, monkeypatch):
+    """Every gold step gets one short thought made of template words and words the agent has seen (the
+    instruction, the task, earlier observations, the action); expert_thoughts=false restores empty ones."""
+    import re
+
+    from sand_builtins.environments import scienceworld_thoughts as thoughts
+
+    from sand_framework.engine.expert import expert_trajectory
+
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"[a-z][a-z'-]*", text.lower()))
+
+    freeze, thermometer, circuit = "2_9", "6_45", "7_1"  # freeze apple juice, use a thermometer, power a bulb
+    trajs = [expert_trajectory(env, tid) for tid in (LIFESPAN, FIND_ANIMAL, PAINT, freeze, thermometer, circuit)]
+    kinds = set()
+    for t in trajs:
+        assert t.success, t.task_id
+        for i, step in enumerate(t.steps):
+            known = "\n".join([env.instruction(), t.task, *(s.observation for s in t.steps[:i]), step.action])
+            assert step.thought and len(step.thought.split()) <= 25 and '"' not in step.thought, step.thought
+            assert not words(step.thought) - words(known) - thoughts.TEMPLATE_WORDS, (t.task_id, i, step.thought)
+            if re.fullmatch(r"move .+ to freezer", step.action):
+                kinds.add("cool")
+                assert "cool it down" in step.thought
+            if step.action.startswith("focus on "):
+                kinds.add("focus")
+                assert thoughts.head(step.action[len("focus on "):]) in step.thought
+            if step.action.startswith("connect "):
+                kinds.add("connect")
+                assert step.thought.startswith("To build the circuit")
+    assert kinds == {"cool", "focus", "connect"}
+    assert "The task says to focus on the animal with the longest life span" in trajs[0].steps[-1].thought
+    monkeypatch.setattr(env.params, "expert_thoughts", False)
+    off = expert_trajectory(env, FIND_ANIMAL)
+    assert off.actions == trajs[1].actions and all(s.thought == "" for s in off.steps)

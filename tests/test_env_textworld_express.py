@@ -7,12 +7,16 @@ One module-scoped instance (one JVM) serves most tests: a JVM start costs
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
 pytest.importorskip("textworld_express")
 
+from sand_builtins.environments import textworld_express_thoughts as thoughts  # noqa: E402
 from sand_builtins.environments.textworld_express import TaskId, TextWorldExpressEnv  # noqa: E402
+
+from sand_framework.engine.expert import expert_trajectory  # noqa: E402
 
 from sand_framework.errors import ReplayMismatch  # noqa: E402
 from sand_framework.plugins import load_plugins  # noqa: E402
@@ -190,3 +194,100 @@ def test_clone_is_independent_and_close_leaves_no_java(env):
     clone.close()  # idempotent
     assert not _alive(pid)
     assert set(_java_children()) <= before
+
+
+# ------------------------------------------------------------------ expert thoughts
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z][a-z'-]*", text.lower()))
+
+
+def _assert_grounded(traj) -> None:
+    """Every step has one short thought made of the templates' words and words the agent has already seen
+    (task, earlier observations, the action): no room, object or fact from later observations."""
+    for i, step in enumerate(traj.steps):
+        known = "\n".join([traj.task, *(s.observation for s in traj.steps[:i]), step.action])
+        assert step.thought, (traj.task_id, i, step.action)
+        assert len(step.thought.split()) <= 25 and step.thought.count(".") == 1, step.thought
+        assert '"' not in step.thought  # never counted as a deliberation (quoted candidate actions)
+        leaked = _words(step.thought) - _words(known) - thoughts.TEMPLATE_WORDS
+        assert not leaked, (traj.task_id, i, step.thought, leaked)
+
+
+def test_coin_expert_thoughts_never_reveal_the_coin_early():
+    env = TextWorldExpressEnv(TextWorldExpressEnv.Params(n_train=30, n_seen=1, n_unseen=10))
+    doors = TextWorldExpressEnv(TextWorldExpressEnv.Params(game_params="numLocations=6,includeDoors=1",
+                                                           n_train=10, n_seen=1, n_unseen=1, max_steps=40))
+    try:
+        trajs = [expert_trajectory(e, t) for e, split in ((env, "train"), (env, "unseen"), (doors, "train"))
+                 for t in e.tasks(split)]
+    finally:
+        env.close()
+        doors.close()
+    assert all(t.success for t in trajs)
+    moves = 0
+    for t in trajs:
+        _assert_grounded(t)
+        for i, step in enumerate(t.steps):
+            # the room the agent stands in: its latest "You are in ..." text
+            room = [o for o in [t.task, *(s.observation for s in t.steps[:i])] if "You are in" in o][-1]
+            if re.search(r"\bcoin\b", room.split("You are in", 1)[1]):
+                assert step.action == "take coin" and "see the coin here" in step.thought
+            else:  # coin not in view: the thought only says it is not here
+                moves += 1
+                assert "no coin in the" in step.thought and "see the coin" not in step.thought, step.thought
+    assert moves > 20  # the check above ran on many steps before the coin was seen
+
+
+def test_expert_thought_uses_only_what_it_is_given(env):
+    """Same seen text, another game's task id: same thought (nothing is looked up from the task id)."""
+    a, b = env.tasks("train")[:2]
+    traj = expert_trajectory(env, a)
+    for i, step in enumerate(traj.steps):
+        assert env.expert_thought(b, traj.task, traj.steps[:i], step.action) == step.thought
+
+
+@pytest.mark.parametrize("game_params", ["numLocations=1,numItemsToPutAway=2", "numLocations=2,numItemsToPutAway=2",
+                                         ""])
+def test_twc_expert_thoughts(game_params):
+    env = TextWorldExpressEnv(TextWorldExpressEnv.Params(game="twc", game_params=game_params, n_train=12, n_seen=1,
+                                                         n_unseen=8, max_steps=40))
+    try:
+        trajs = [expert_trajectory(env, t) for split in ("train", "unseen") for t in env.tasks(split)]
+    finally:
+        env.close()
+    assert all(t.success for t in trajs)
+    for t in trajs:
+        _assert_grounded(t)
+        for step in t.steps:
+            if m := re.fullmatch(r"put (.+) in (.+)", step.action):
+                assert f"The {m.group(1)} usually go" in step.thought and m.group(2) in step.thought
+            elif m := re.fullmatch(r"take (.+)", step.action):
+                assert f"The {m.group(1)}" in step.thought and "out of place" in step.thought
+
+
+def test_expert_thoughts_false_keeps_the_old_empty_thoughts():
+    on = TextWorldExpressEnv(TextWorldExpressEnv.Params(n_train=5, n_seen=1, n_unseen=1))
+    off = TextWorldExpressEnv(TextWorldExpressEnv.Params(n_train=5, n_seen=1, n_unseen=1, expert_thoughts=False))
+    try:
+        for tid in on.tasks("train"):
+            with_thoughts, without = expert_trajectory(on, tid), expert_trajectory(off, tid)
+            assert all(s.thought == "" for s in without.steps)
+            assert all(s.thought for s in with_thoughts.steps)
+            assert [s.action for s in without.steps] == [s.action for s in with_thoughts.steps]
+    finally:
+        on.close()
+        off.close()
+
+
+@pytest.mark.parametrize("game", ["cookingworld", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder"])
+def test_other_games_get_thoughts(game):
+    """Games without their own templates still get a grounded thought for every gold action."""
+    env = TextWorldExpressEnv(TextWorldExpressEnv.Params(game=game, game_params="", n_train=3, n_seen=1, n_unseen=1,
+                                                         max_steps=60))
+    try:
+        for tid in env.tasks("train"):
+            _assert_grounded(expert_trajectory(env, tid))
+    finally:
+        env.close()

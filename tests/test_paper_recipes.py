@@ -24,8 +24,8 @@ def _run(recipe, run_dir, *overrides, timeout=1800):
     return metrics
 
 
-FAST = ("model.base=tiny-random", "data.limit=1", "eval.limit=1", "trainer.max_steps=1", "evaluator.max_new_tokens=8",
-        "sampler.max_new_tokens=8", "executor.max_new_tokens=8", "critic.max_new_tokens=8",
+FAST = ("model.base=tiny-random", "data.limit=1", "eval.limit=1", "trainer.max_steps=1", "evaluator.max_new_tokens=40",
+        "sampler.max_new_tokens=40", "executor.max_new_tokens=40", "critic.max_new_tokens=8",
         "synthesizer.max_new_tokens=8", "evaluator.max_steps=2", "executor.max_rollout_steps=1")
 
 

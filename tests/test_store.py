@@ -65,3 +65,53 @@ def test_lock_refuses_second_holder_and_ignores_stale_lock(tmp_path):
 def test_open_existing_rejects_non_run_dir(tmp_path):
     with pytest.raises(RunDirError, match="not a SAND run directory"):
         RunDir.open_existing(tmp_path)
+
+
+def test_checksum_covers_the_unit_id(tmp_path):
+    log = UnitLog(tmp_path / "u.jsonl")
+    log.append("task-1", {"x": 1})
+    log.path.write_text(log.path.read_text().replace('"task-1"', '"task-7"'))
+    again = UnitLog(log.path)
+    assert len(again) == 0 and again.corrupt == [1]
+    assert again.missing(["task-1", "task-2", "task-1"]) == ["task-1", "task-2"]
+
+
+def test_lines_written_before_ids_were_checksummed_still_load(tmp_path):
+    import hashlib
+    import json
+
+    payload = json.dumps({"x": 1}, sort_keys=True)
+    legacy = {"unit": "a", "sha": hashlib.sha256(payload.encode()).hexdigest()[:16], "data": {"x": 1}}
+    (tmp_path / "u.jsonl").write_text(json.dumps(legacy) + "\n")
+    assert UnitLog(tmp_path / "u.jsonl").get("a") == {"x": 1}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_files_follow_the_umask_like_unit_logs(tmp_path, umask):
+    from sand_framework.store import atomic_write_json
+
+    old = os.umask(umask)
+    try:
+        atomic_write_json(tmp_path / "state.json", {"done": {}})
+        UnitLog(tmp_path / "u.jsonl").append("a", 1)
+    finally:
+        os.umask(old)
+    mode = (tmp_path / "state.json").stat().st_mode & 0o777
+    assert mode == 0o666 & ~umask == (tmp_path / "u.jsonl").stat().st_mode & 0o777
+    os.chmod(tmp_path / "state.json", 0o640)  # a rewrite keeps the mode the user gave the file
+    atomic_write_json(tmp_path / "state.json", {"done": {"x": 1}})
+    assert (tmp_path / "state.json").stat().st_mode & 0o777 == 0o640
+
+
+def test_run_names_cannot_leave_the_output_dir(tmp_path):
+    for name in ("../../x", "/abs", "a/b", ".hidden", ""):
+        with pytest.raises(RunDirError, match="not a plain folder name"):
+            RunDir.create(tmp_path / "runs", name)
+    assert not (tmp_path / "x").exists()
+
+
+def test_damaged_json_names_the_file_and_the_fix(tmp_path):
+    rd = RunDir.create(tmp_path, "t")
+    (rd.path / "metrics.json").write_text('{"eval": ')
+    with pytest.raises(RunDirError, match="metrics.json is unreadable .* delete it and resume"):
+        rd.read_json("metrics.json")

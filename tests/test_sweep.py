@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from sand_framework.errors import RecipeError, RunDirError
+from sand_framework.store import RunDir
 
 SAND = [sys.executable, "-m", "sand_framework.cli.main"]
 SMOKE = ["data.limit=2", "eval.limit=1", "eval.batch_size=1", "eval.splits=[unseen]"]
@@ -73,7 +74,7 @@ def test_reused_stages_are_the_same_weights_and_data(sweep):
         assert digest(sand_run / "weights" / "iter0" / "final") == digest(control / "weights" / "iter0" / "final")
         state = json.loads((control / "state.json").read_text())["done"]
         assert state["train/iter0"]["reused_from"] == str(sand_run)
-        assert state["train/iter0"]["weights"].startswith(str(control.resolve()))  # its own copy, not the source's
+        assert RunDir(control).stage_result("train/iter0")["weights"].startswith(str(control))  # its own copy
         metrics = json.loads((control / "metrics.json").read_text())
         assert metrics["eval"]["final"]["unseen"]["tasks"] == 1
     # different seeds give different SFT starts: the seed reaches the trainer
@@ -210,3 +211,217 @@ def test_seed_and_arm_filters_touch_only_the_selected_runs(tmp_path):
     assert proc.returncode == 1 and "b/seed1" in proc.stderr
     made = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").glob("*/seed*"))
     assert made == ["b/seed1"]
+
+
+# -- paired comparisons and the figure, on hand-made finished runs (no model runs) ------------------------------
+
+GAMES = [f"g{i}" for i in range(12)]
+
+
+def fake_run(out: Path, arm: str, seed: int, evals: dict[str, dict[str, list[bool]]], done: bool = True) -> Path:
+    """A finished-looking run directory: per model and split, one eval unit per game, metrics.json from them."""
+    from sand_framework.metrics import aggregate_results, task_results_from_units
+    from sand_framework.store import RunDir
+
+    rd = RunDir(out / arm / f"seed{seed}")
+    metrics: dict = {"eval": {}}
+    for model, splits in evals.items():
+        for split, wins in splits.items():
+            log = rd.units("eval", model, f"{split}.units.jsonl")
+            for game, ok in zip(GAMES, wins):
+                log.append(game, {"trajectory": {"task_id": game, "env": "toy", "instruction": "", "task": "",
+                                                 "steps": [{"thought": "", "action": "go"}],
+                                                 "reward": float(ok), "success": ok},
+                                  "prompt_tokens": 10, "completion_tokens": 2})
+            results = task_results_from_units(log.values())
+            metrics["eval"].setdefault(model, {})[split] = aggregate_results(results)
+    if done:
+        rd.write_json("metrics.json", metrics)
+        rd.write_json("state.json", {"done": {"eval": {"models": list(evals)}}})
+    return rd.path
+
+
+def wins(*games: int) -> list[bool]:
+    return [i in games for i in range(len(GAMES))]
+
+
+SFT_WINS = wins(0, 1, 2, 3, 4, 5)                     # 6 of 12
+SAND_WINS = wins(0, 1, 2, 3, 4, 5, 6, 7)              # 8 of 12: SFT's games and two more
+CONTROL_WINS = wins(0, 1, 2, 3, 4, 5, 8, 9, 10)       # 9 of 12: SFT's games and three others
+
+COMPARISONS = [
+    {"question": "Does SAND beat step-matched SFT?", "a": "sand/final", "b": "control/final"},
+    {"question": "Does SAND beat its SFT start?", "a": "sand/final", "b": "sand/sft"},
+    {"question": "Does the control beat the base model?", "a": "control/final", "b": "base/base"},
+]
+
+
+@pytest.fixture
+def finished_sweep(tmp_path):
+    """The miniature's per-seed numbers (SFT 6, SAND 8, control 9 of 12 in every seed; base 0, one seed)."""
+    arms = [{"name": "sand", "recipe": "smoke", "report": {"sft": "SFT", "final": "SAND"}},
+            {"name": "control", "recipe": "smoke", "reuse": "sand", "report": {"final": "SFT control"}},
+            {"name": "base", "recipe": "smoke", "reuse": "sand", "seeds": [0], "report": {"base": "base"}}]
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "output_dir": str(tmp_path / "out"), "seeds": [0, 1, 2],
+                                    "arms": arms, "comparisons": COMPARISONS}))
+    out = tmp_path / "out"
+    for seed in (0, 1, 2):
+        fake_run(out, "sand", seed, {"sft": {"unseen": SFT_WINS}, "final": {"unseen": SAND_WINS}})
+        fake_run(out, "control", seed, {"final": {"unseen": CONTROL_WINS}})
+    fake_run(out, "base", 0, {"base": {"unseen": wins()}})
+    return path, out
+
+
+@pytest.mark.parametrize("wins_, losses, p", [
+    (6, 0, 0.03125), (0, 6, 0.03125), (9, 0, 0.00390625), (6, 9, 9949 / 16384), (9, 6, 9949 / 16384),
+    (2, 0, 0.5), (2, 3, 1.0), (0, 0, 1.0), (5, 5, 1.0), (27, 0, 2 / 2 ** 27)])
+def test_exact_two_sided_binomial_p(wins_, losses, p):
+    from sand_framework.sweep.paired import binomial_two_sided
+
+    assert binomial_two_sided(wins_, losses) == pytest.approx(p, rel=1e-12)
+
+
+def test_wilson_interval_stays_in_range_at_zero_and_one():
+    from sand_framework.sweep.paired import wilson_interval
+
+    lo, hi = wilson_interval(0, 12)
+    assert lo == pytest.approx(0, abs=1e-12) and hi == pytest.approx(0.2425, abs=1e-4)
+    lo, hi = wilson_interval(12, 12)
+    assert hi == pytest.approx(1, abs=1e-12) and lo == pytest.approx(0.7575, abs=1e-4)
+    lo, hi = wilson_interval(6, 12)
+    assert (lo, hi) == pytest.approx((0.2538, 0.7462), abs=1e-4)
+    assert wilson_interval(0, 0) is None
+
+
+def test_compare_pairs_seed_by_seed_and_the_single_seed_arm_with_every_seed(finished_sweep):
+    from sand_framework.sweep import compare, load_sweep
+
+    path, out = finished_sweep
+    spec = load_sweep(path)
+    step, start, base = compare(spec, out, ["unseen"])
+
+    assert step.seed_pairs == [(0, 0), (1, 1), (2, 2)]
+    assert (step.pairs, step.a_only, step.b_only, step.ties) == (36, 6, 9, 21)
+    assert step.mcnemar_p == pytest.approx(9949 / 16384)  # 0.607
+    assert (step.games, step.games_a_better, step.games_b_better, step.games_tied) == (12, 2, 3, 7)
+    assert step.sign_p == 1.0
+    assert step.a_success == {0: 66.67, 1: 66.67, 2: 66.67} and step.b_success == {0: 75.0, 1: 75.0, 2: 75.0}
+    assert step.verdict.startswith("no detectable difference (p=1,")
+
+    # 6 wins, 0 losses over (seed, game) pairs, but they are 2 games replayed by 3 seeds
+    assert (start.pairs, start.a_only, start.b_only) == (36, 6, 0) and start.mcnemar_p == 0.03125
+    assert (start.games_a_better, start.games_b_better) == (2, 0) and start.sign_p == 0.5
+    assert start.verdict.startswith("no detectable difference (p=0.5") and "McNemar" in start.verdict
+
+    assert base.seed_pairs == [(0, 0), (1, 0), (2, 0)]
+    assert (base.pairs, base.a_only, base.b_only) == (36, 27, 0)
+    assert (base.games_a_better, base.games_b_better) == (9, 0) and base.sign_p == 0.00390625
+    assert base.a_success == {0: 75.0, 1: 75.0, 2: 75.0} and base.b_success == {0: 0.0}
+    assert base.verdict == "SFT control better (p=0.00391, sign test over 12 games)"
+
+
+def test_compare_leaves_out_unfinished_runs_and_averages_differing_seeds_per_game(finished_sweep):
+    from sand_framework.sweep import compare, load_sweep
+
+    path, out = finished_sweep
+    (out / "control" / "seed2" / "metrics.json").unlink()  # seed 2 of the control: interrupted in evaluation
+    fake_run(out, "sand", 1, {"final": {"unseen": wins(0, 1, 2, 3, 4, 5, 8, 9, 10, 11)}})  # re-recorded, last wins
+    step = compare(load_sweep(path), out, ["unseen"])[0]
+    assert step.seed_pairs == [(0, 0), (1, 1)] and step.pairs == 24
+    # game 11: SAND won it in seed 1 only, the control never (mean 0.5 vs 0); games 6, 7: SAND won them in
+    # seed 0 only (0.5 vs 0); games 8-10: the control always, SAND in seed 1 (0.5 vs 1)
+    assert (step.games_a_better, step.games_b_better, step.games_tied) == (3, 3, 6)
+    assert step.a_only == 3 and step.b_only == 3
+
+
+def test_results_md_answers_each_question_and_the_figure_has_every_seed(finished_sweep):
+    from sand_framework.report.figures import SEED_GID, success_by_seed
+    from sand_framework.sweep import collect, load_sweep, write_results
+    from sand_framework.sweep.aggregate import FIGURE, figure_rows
+
+    path, out = finished_sweep
+    spec = load_sweep(path)
+    md = write_results(spec, out).read_text()
+    for c in COMPARISONS:
+        assert f"### {c['question']}" in md
+    assert "**no detectable difference (p=1, sign test over 12 games)**" in md
+    assert "**SFT control better (p=0.00391, sign test over 12 games)**" in md
+    assert f"![success per seed]({FIGURE})" in md and (out / FIGURE).stat().st_size > 0
+
+    results = json.loads((out / "results.json").read_text())
+    assert [c["question"] for c in results["comparisons"]] == [c["question"] for c in COMPARISONS]
+    assert results["comparisons"][0]["ties"] == 21 and results["figure"] == FIGURE
+    rows = {r["label"]: r for r in results["rows"]}
+    assert rows["base"]["games"] == 12 and rows["base"]["success_ci95"] == pytest.approx([0.0, 24.25], abs=0.01)
+    assert rows["SAND"]["stats"]["success_rate"]["seeds"] == [0, 1, 2]
+
+    fig = success_by_seed(figure_rows(collect(spec, out)))
+    points = {c.get_gid()[len(SEED_GID):]: c.get_offsets()[:, 1].tolist()
+              for ax in fig.axes for c in ax.collections if (c.get_gid() or "").startswith(SEED_GID)}
+    assert points == {"unseen:SFT": [50.0] * 3, "unseen:SAND": pytest.approx([66.67] * 3, abs=0.01),
+                      "unseen:SFT control": [75.0] * 3, "unseen:base": [0.0]}
+    for r in results["rows"]:  # one point per seed the table reports, for every row
+        assert len(points[f"{r['split']}:{r['label']}"]) == len(r["seeds"]) == r["stats"]["success_rate"]["n"]
+
+
+def test_sweep_compare_and_table_only_on_the_command_line(finished_sweep):
+    path, out = finished_sweep
+    proc = sand("sweep", str(path), "--compare")
+    assert "### Does SAND beat step-matched SFT?" in proc.stdout and "sign-test p" in proc.stdout
+    assert not (out / "results.md").exists()  # --compare writes nothing
+    proc = sand("sweep", str(path), "--table-only")
+    assert "## Paired comparisons" in proc.stdout
+    assert (out / "results.md").is_file() and (out / "success_by_arm.png").is_file()
+
+
+def test_bad_comparisons_are_reported_with_every_problem(tmp_path):
+    from sand_framework.sweep import load_sweep
+
+    arms = [{"name": "sand", "recipe": "smoke", "report": {"sft": "SFT", "final": "SAND"}},
+            {"name": "base", "recipe": "smoke", "seeds": [0], "report": {"base": "base"}},
+            {"name": "late", "recipe": "smoke", "seeds": [7, 8], "report": {"final": "late"}}]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "seeds": [0, 1], "alpha": 1.5, "arms": arms, "comparisons": [
+        {"question": "q0", "a": "sand/iter3", "b": "nope/final"},
+        {"question": "q1", "a": "sandfinal", "b": "base/base", "colour": 1},
+        {"a": "sand/final", "b": "base/base"},
+        {"question": "q3", "a": "sand/final", "b": "sand/final"},
+        {"question": "q4", "a": "sand/final", "b": "late/final"},
+        {"question": "q5", "a": "base/base", "b": "late/final"},  # a single-seed arm pairs with any seeds
+    ]}))
+    with pytest.raises(RecipeError) as err:
+        load_sweep(path)
+    problems = err.value.problems
+    for needle in ("sweep.alpha", "comparisons[0].a: arm 'sand' does not report model 'iter3'",
+                   "comparisons[0].b: no arm 'nope'", "comparisons[1].colour: unknown key",
+                   "comparisons[1].a: 'sandfinal' must be ARM/MODEL", "comparisons[2].question: required",
+                   "comparisons[3]: a and b are the same row", "comparisons[4]: 'sand/final' (seeds [0, 1]) and "
+                   "'late/final' (seeds [7, 8]) share no seed"):
+        assert any(needle in p for p in problems), (needle, problems)
+    assert not any("comparisons[5]" in p for p in problems)
+    assert len(problems) == 8
+    proc = sand("sweep", str(path), "--compare", check=False)
+    assert proc.returncode == 2 and "nope" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_compare_without_declared_comparisons_says_how_to_add_them(tmp_path):
+    path = write_sweep(tmp_path, [{"name": "a", "recipe": "smoke"}], seeds=(0,))
+    proc = sand("sweep", str(path), "--compare", check=False)
+    assert proc.returncode == 2 and "comparisons" in proc.stderr
+
+
+def test_every_sweep_file_key_and_sweep_option_is_documented():
+    """docs/experiments.md documents every key a sweep file accepts and every `sand sweep` option."""
+    import dataclasses
+
+    from sand_framework.cli.sweep import command
+    from sand_framework.sweep import ArmSpec, ComparisonSpec, SweepSpec
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "experiments.md").read_text()
+    keys = [f.name for f in dataclasses.fields(SweepSpec) if f.name not in ("path", "arms", "comparisons")]
+    keys += [f"arms[].{f.name}" for f in dataclasses.fields(ArmSpec)]
+    keys += [f"comparisons[].{f.name}" for f in dataclasses.fields(ComparisonSpec)]
+    assert not [k for k in keys if f"`{k}`" not in doc]
+    options = [p.opts for p in command.params if p.opts[0].startswith("-")]
+    assert not [o for o in options if not any(opt in doc for opt in o)]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy
@@ -70,11 +73,11 @@ def first_sentences(text: str, k: int = 3) -> str:
 
 @dataclass
 class _CriticParams:
-    temperature: float = 0.0
-    max_new_tokens: int = 96
-    history_steps: int = 4
+    temperature: Annotated[float, Ge(0.0)] = 0.0
+    max_new_tokens: Annotated[int, Ge(1)] = 96
+    history_steps: Annotated[int, Ge(0)] = 4
     """Expert steps before t shown to the critic."""
-    rollout_steps: int = 6
+    rollout_steps: Annotated[int, Ge(0)] = 6
     """Rollout steps shown to the critic (EAC only)."""
 
 

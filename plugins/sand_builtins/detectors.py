@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Detector
@@ -19,7 +22,7 @@ class SetSizeDetector(Detector):
 
     @dataclass
     class Params:
-        min_distinct: int = 2
+        min_distinct: Annotated[int, Ge(1)] = 2
         """Deliberate when at least this many distinct actions appear (the paper: 2)."""
         count_invalid: bool = False
         """Count unparseable samples as a distinct 'action' (off: they are ignored)."""
@@ -41,7 +44,7 @@ class EntropyDetector(Detector):
 
     @dataclass
     class Params:
-        threshold: float = 0.5
+        threshold: Annotated[float, Ge(0.0)] = 0.5
         """In nats; with N=5, one dissenting sample gives 0.50, a 3/2 split 0.67."""
         include_expert: bool = True
         """Add the expert action to the distribution as one more sample."""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
@@ -26,8 +29,8 @@ class GreedyEvaluator(Evaluator):
 
     @dataclass
     class Params:
-        max_new_tokens: int = 96
-        max_steps: int | None = None
+        max_new_tokens: Annotated[int, Ge(1)] = 96
+        max_steps: Annotated[int, Ge(1)] | None = None
         """Override the environment's per-task step cap (null: the benchmark's)."""
 
     def __init__(self, params=None):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Gt
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
@@ -35,13 +37,13 @@ class InProcessExecutor(Executor):
 
     @dataclass
     class Params:
-        temperature: float = 1.0
+        temperature: Annotated[float, Ge(0.0)] = 1.0
         """Decoding of the agent's continuation (paper: 1.0)."""
-        max_new_tokens: int = 64
-        max_rollout_steps: int | None = None
+        max_new_tokens: Annotated[int, Ge(1)] = 64
+        max_rollout_steps: Annotated[int, Ge(0)] | None = None
         """Cap on steps after the candidate (null: the environment's own cap)."""
         verify_replay: bool = True
-        max_parallel: int = 8
+        max_parallel: Annotated[int, Ge(1)] = 8
         """Environments (branches) advanced together; more requests run in successive waves."""
         expert_switch: bool = False
         """Replace an expert trajectory when a candidate's rollout beats it (paper: on for ALFWorld and
@@ -140,15 +142,15 @@ class ProcessPoolExecutor(InProcessExecutor):
 
     @dataclass
     class Params(InProcessExecutor.Params):
-        workers: int = 2
+        workers: Annotated[int, Ge(1)] = 2
         """Worker processes; branch i lives in worker i % workers."""
-        start_method: str = "spawn"
+        start_method: Literal["spawn", "forkserver"] = "spawn"
         """``spawn`` or ``forkserver`` (never ``fork``: the driver may hold model threads)."""
-        max_restarts: int = 3
+        max_restarts: Annotated[int, Ge(0)] = 3
         """Restarts of dead or hung workers tolerated within one parallel call."""
-        timeout_s: float | None = 300.0
+        timeout_s: Annotated[float, Gt(0.0)] | None = 300.0
         """A worker that has not answered one parallel call after this long is hung: killed, restarted, replayed."""
-        startup_timeout_s: float = 180.0
+        startup_timeout_s: Annotated[float, Gt(0.0)] = 180.0
         """The same limit for a worker's first call, which includes its start-up (environment, JVM)."""
 
     def make_pool(self, env: Environment) -> EnvPool:
@@ -183,17 +185,17 @@ class RayExecutor(InProcessExecutor):
         address: str | None = None
         """Ray cluster to join; null = the cluster of a ``ray job submit`` job (RAY_ADDRESS), else a local
         instance started (or reused) here; ``auto`` = the cluster this node belongs to."""
-        num_workers: int = 2
+        num_workers: Annotated[int, Ge(1)] = 2
         """Env actors; branch i lives in actor i % num_workers."""
-        num_cpus: float = 1.0
+        num_cpus: Annotated[float, Ge(0.0)] = 1.0
         """CPUs reserved per actor."""
-        max_restarts: int = 3
+        max_restarts: Annotated[int, Ge(0)] = 3
         """Ray restarts of a lost actor; also the hung-actor replacements tolerated within one parallel call."""
-        max_task_retries: int = 3
+        max_task_retries: Annotated[int, Ge(-1)] = 3
         """Ray retries of a call that was running on a lost actor."""
-        timeout_s: float | None = 300.0
+        timeout_s: Annotated[float, Gt(0.0)] | None = 300.0
         """An actor that has not answered one parallel call after this long is hung: killed, replaced, replayed."""
-        startup_timeout_s: float = 180.0
+        startup_timeout_s: Annotated[float, Gt(0.0)] = 180.0
         """The same limit for an actor's first call, which includes its start-up (scheduling, environment, JVM)."""
         log_to_driver: bool = False
         """Stream the actors' stdout/stderr into the driver's output when this executor starts Ray (they are

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Policy, Proposal, Sampler, SampleRequest
@@ -32,9 +35,9 @@ class SelfConsistencySampler(Sampler):
 
     @dataclass
     class Params:
-        n: int = 5
-        temperature: float = 1.0
-        max_new_tokens: int = 64
+        n: Annotated[int, Ge(1)] = 5
+        temperature: Annotated[float, Ge(0.0)] = 1.0
+        max_new_tokens: Annotated[int, Ge(1)] = 64
 
         def __post_init__(self) -> None:
             if self.n < 1:
@@ -64,10 +67,10 @@ class ImaginedSampler(Sampler):
 
     @dataclass
     class Params:
-        n: int = 5
-        temperature: float = 0.0
-        max_new_tokens: int = 96
-        history_turns: int = 6
+        n: Annotated[int, Ge(1)] = 5
+        temperature: Annotated[float, Ge(0.0)] = 0.0
+        max_new_tokens: Annotated[int, Ge(1)] = 96
+        history_turns: Annotated[int, Ge(0)] = 6
         """Most recent chat turns shown to the base model (the task is always shown)."""
 
     def _history(self, req: SampleRequest) -> str:

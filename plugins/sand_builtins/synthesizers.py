@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Annotated, Callable
+
+from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Policy, SynthesisRequest, Synthesizer
@@ -80,12 +82,12 @@ class DeliberationSynthesizer(Synthesizer):
 
     @dataclass
     class Params:
-        temperature: float = 0.0
-        retries: int = 1
+        temperature: Annotated[float, Ge(0.0)] = 0.0
+        retries: Annotated[int, Ge(0)] = 1
         """Extra attempts (at ``retry_temperature``) before the fallback."""
-        retry_temperature: float = 0.7
-        max_new_tokens: int = 160
-        situation_chars: int = 600
+        retry_temperature: Annotated[float, Ge(0.0)] = 0.7
+        max_new_tokens: Annotated[int, Ge(1)] = 160
+        situation_chars: Annotated[int, Ge(0)] = 600
 
     def prompt(self, req: SynthesisRequest) -> str:
         step = req.trajectory.steps[req.step_index]

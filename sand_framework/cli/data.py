@@ -18,9 +18,9 @@ import sys
 from typing import Any
 
 import click
-import yaml
 
 from sand_framework.cli.common import PLUGINS_DIR, friendly
+from sand_framework.config.load import parse_value
 from sand_framework.errors import SandError
 from sand_framework.eto import import_eto
 from sand_framework.formats import write_trajectory_files as write_outputs
@@ -36,7 +36,10 @@ def _parse_sets(items: tuple[str, ...], what: str) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise DataError(f"{what} {item!r} is not key=value")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = parse_value(value)
+        except ValueError as exc:  # refused by the bounded YAML loader
+            raise DataError(f"{what} {key}: {exc}") from None
     return out
 
 
@@ -46,7 +49,7 @@ def build_env(name: str, params: dict[str, Any], plugin_dirs: list[str]):
     regs = load_plugins(dirs=plugin_dirs).registries()
     try:
         return regs.build("environment", name, params or None)
-    except TypeError as exc:  # unknown Params field
+    except (TypeError, ValueError) as exc:  # unknown Params field, a value the environment rejects
         raise DataError(f"environment {name!r}: bad parameter ({exc})") from exc
 
 
@@ -68,7 +71,7 @@ def command() -> None:
 @click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
               help="ShareGPT JSON to write; OUT's stem + .trajectories.jsonl is written next to it.")
 @click.option("--set", "env_sets", multiple=True, metavar="KEY=VALUE", help="Environment parameter (repeatable).")
-@click.option("--limit", type=int, default=None, help="Import at most this many records.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Import at most this many records.")
 @click.option("--verify/--no-verify", default=False, help="Replay each trajectory in the environment (needs it installed).")
 @PLUGINS_DIR
 @friendly
@@ -92,7 +95,7 @@ def import_eto_cmd(file, env_name, out, env_sets, limit, verify, plugin_dirs):
 @command.command("expert")
 @click.option("--env", "env_name", default=None, help="Environment name (default: the recipe's).")
 @click.option("--split", default="train", show_default=True)
-@click.option("--limit", type=int, default=None, help="First K tasks of the split.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="First K tasks of the split.")
 @click.option("--recipe", default=None, help="Take environment, policy and model settings from this recipe.")
 @click.option("--set", "env_sets", multiple=True, metavar="KEY=VALUE", help="Environment parameter (repeatable).")
 @click.option("--thoughts-model", default=None, help="Have this model (alias, path or hub id) write each step's thought.")
@@ -102,7 +105,7 @@ def import_eto_cmd(file, env_name, out, env_sets, limit, verify, plugin_dirs):
 @PLUGINS_DIR
 @friendly
 def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_name, keep_failed, out, plugin_dirs):
-    """Expert trajectories from the environment's own expert (thoughts empty unless --thoughts-model)."""
+    """Expert trajectories from the environment's own expert (the environment's short grounded thoughts, Environment.expert_thought; --thoughts-model has a model write them)."""
     from sand_framework.engine.context import cache_dir
     from sand_framework.engine.expert import expert_trajectory, write_thoughts
     from sand_framework.plugins import load_plugins
@@ -129,7 +132,7 @@ def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_
     regs = plugins.registries()
     try:
         env = regs.build("environment", env_name, env_params or None)
-    except TypeError as exc:  # a parameter the environment does not have
+    except (TypeError, ValueError) as exc:  # a parameter the environment does not have, or rejects
         raise DataError(f"environment {env_name!r}: bad parameter ({exc})") from exc
     try:
         task_ids = env.tasks(split)[:limit]

@@ -46,16 +46,25 @@ def _build_env(env_name: str, recipe: str | None, overrides: list[str], plugin_d
         return registries.build("environment", name, params)
 
     from sand_framework.config.load import parse_overrides
-    from sand_framework.config.typecheck import build, check_fields
+    from sand_framework.config.ranges import pending_problems
+    from sand_framework.config.typecheck import build, check_fields, instance_problems
     from sand_framework.plugins import load_plugins
 
     registries = load_plugins(dirs=plugin_dirs).registries()
     cls = registries["environment"].get(env_name)  # unknown name: "did you mean" + the list
     values = parse_overrides(overrides)
-    problems = check_fields(values, cls.Params, f"environment[{env_name}]")
-    if problems:
-        raise RecipeError(problems, "command line")
-    return cls(build(cls.Params, values))
+    where = f"environment[{env_name}]"
+    problems = check_fields(values, cls.Params, where)
+    if not problems:
+        try:
+            params = build(cls.Params, values)
+            problems = instance_problems(params, where, values) + pending_problems("environment", env_name, params,
+                                                                                   where)
+            if not problems:
+                return cls(params)
+        except (TypeError, ValueError) as exc:  # __post_init__ or the constructor rejects a value
+            problems = [f"{where}: {exc}"]
+    raise RecipeError(problems, "command line")
 
 
 def check_expert(env: Any, task_id: str) -> str | None:
@@ -88,7 +97,7 @@ def check_expert(env: Any, task_id: str) -> str | None:
 @click.argument("env_name", metavar="ENV")
 @click.argument("overrides", nargs=-1)
 @click.option("--split", default="seen", show_default=True, help="Split whose tasks are checked.")
-@click.option("--limit", type=int, default=None, help="Check only the first K tasks of the split.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Check only the first K tasks of the split.")
 @click.option("--recipe", default=None, help="Take the environment's parameters from this recipe.")
 @PLUGINS_DIR
 @friendly

@@ -17,7 +17,8 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
               "(a path or bundled name; default for a run directory: the run's own recipe).")
 @click.option("--split", "splits", multiple=True,
               help="Split to evaluate (repeatable; default: the recipe's eval.splits).")
-@click.option("--limit", type=int, help="First K tasks of each split (default: the recipe's eval.limit).")
+@click.option("--limit", type=click.IntRange(min=1),
+              help="First K tasks of each split (default: the recipe's eval.limit).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
               help="Output folder (default: evals/<label>); rerun with the same folder to resume.")
 @click.option("--label", help="Name of this model in metrics.json and reports (default: derived from MODEL).")

@@ -48,12 +48,25 @@ def run(recipe, overrides, resume, run_dir, plugin_dirs):
 @PLUGINS_DIR
 @friendly
 def validate(recipe, overrides, plugin_dirs):
-    """Check RECIPE and report every problem at once (exit 2 if any)."""
-    from sand_framework.engine.runner import resolve
+    """Check RECIPE and report every problem at once (exit 2 if any).
 
-    r, _, _ = resolve(recipe, list(overrides), list(plugin_dirs))
+    Also checks what the recipe points at (its data file, a local model folder) and lists the plugin code
+    beyond the built-ins that a run of it would load.
+    """
+    from sand_framework.config.preflight import preflight
+    from sand_framework.engine.runner import resolve
+    from sand_framework.errors import RecipeError
+
+    r, plugins, _ = resolve(recipe, list(overrides), list(plugin_dirs))
+    problems = preflight(r)
+    if problems:
+        raise RecipeError(problems, recipe)
     slots = ", ".join(f"{k}={name}" for k, (name, _) in r.slots.items())
     click.echo(f"ok: {recipe} ({slots})")
+    extra = [i for i in plugins.info.values() if i.source != "builtin"]
+    for info in extra:
+        click.echo(f"loads plugin {info.name} ({info.source}, version {info.version}): "
+                   f"{plugins.origins.get(info.name) or '?'}")
 
 
 @main.command()
@@ -85,14 +98,21 @@ def plugins(plugin_dirs):
 
 
 def _params_doc(cls: type) -> list[dict]:
+    from sand_framework.config.typecheck import describe_constraints
+
     hints = typing.get_type_hints(cls)
+    extras = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         tp = hints[f.name]
         name = tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
-        out.append({"name": f.name, "type": name, "default": default})
+        row = {"name": f.name, "type": name, "default": default}
+        allowed = describe_constraints(extras[f.name])
+        if allowed:
+            row["range"] = allowed
+        out.append(row)
     return out
 
 

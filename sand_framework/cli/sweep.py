@@ -19,21 +19,35 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("--seed", "seeds", multiple=True, type=int,
               help="Only this seed (repeatable); one `sand sweep --seed K` per seed can run side by side.")
 @click.option("--plan", is_flag=True, help="Validate every arm's recipe and print the runs, without running.")
-@click.option("--table-only", is_flag=True, help="Only rebuild results.md / results.json from finished runs.")
+@click.option("--table-only", is_flag=True,
+              help="Only rebuild results.md / results.json / success_by_arm.png from finished runs.")
+@click.option("--compare", "compare_only", is_flag=True,
+              help="Only print the paired comparisons of the file's `comparisons:` from finished runs; "
+                   "runs and writes nothing.")
 @PLUGINS_DIR
 @friendly
-def command(sweep_file, out_dir, arms, seeds, plan, table_only, plugin_dirs):
+def command(sweep_file, out_dir, arms, seeds, plan, table_only, compare_only, plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
-    from the same seed's expert data and SFT weights of the arm they name. Ends by writing OUT/results.md.
+    from the same seed's expert data and SFT weights of the arm they name. Ends by writing OUT/results.md
+    (with the paired tests of `comparisons:`) and OUT/success_by_arm.png.
     """
     from sand_framework.engine.runner import resolve
     from sand_framework.errors import RecipeError
-    from sand_framework.sweep import describe, load_sweep, run_sweep, write_results
+    from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
 
+    if sum((plan, table_only, compare_only)) > 1:
+        raise click.UsageError("--plan, --table-only and --compare exclude each other")
     spec = load_sweep(sweep_file)
     out = Path(out_dir or spec.output_dir)
+    if compare_only:
+        if not spec.comparisons:
+            raise RecipeError(["--compare: the sweep file declares no `comparisons:` "
+                               "(e.g. {question: ..., a: sand/final, b: sft-control/final})"], sweep_file)
+        data = collect(spec, out)
+        click.echo(comparisons_markdown(data["comparisons"], spec.alpha))
+        return
     unknown = [a for a in arms if a not in {x.name for x in spec.arms}]
     if unknown:
         raise RecipeError([f"--arm {a!r}: no such arm (arms: {', '.join(x.name for x in spec.arms)})" for a in unknown])

@@ -81,5 +81,6 @@ def check_recipe_code(data: dict[str, Any], source: str | None = None) -> None:
         what = "; ".join(describe(modules, dirs))
         raise RecipeError([
             f"plugins: this recipe would run code: {what}. A recipe is data and runs no code by itself. If you "
-            f"trust this code, allow it with {ALLOW_FLAG} (or {ALLOW_VAR}=1); or pass the folders yourself with "
-            "--plugins-dir DIR and delete the recipe's `plugins:` section"], source)
+            f"trust this code, allow it with {ALLOW_FLAG} (or {ALLOW_VAR}=1); or delete the recipe's `plugins:` "
+            "section and give plugin folders yourself with --plugins-dir DIR (modules: install them as packages "
+            "with a `sand` entry point)"], source)

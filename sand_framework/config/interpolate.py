@@ -163,8 +163,9 @@ class _Resolver:
                 raise ValueError(
                     f"environment variable {name!r} is not on the allowlist ({', '.join(allowed_env())}). The "
                     f"resolved value is written to the run directory's recipe.yaml (and may name the directory), so "
-                    f"recipes read only listed variables; if {name} holds no secret, allow it with "
-                    f"{ENV_ALLOW_VAR}={name}, else pass the value as an override (key=value)")
+                    f"recipes read only listed variables. If {name} holds no secret, allow it with "
+                    f"{ENV_ALLOW_VAR}={name}; a secret never belongs in a recipe (components read credentials "
+                    "from the environment themselves, e.g. policy.api_key_env names the variable)")
             if name in os.environ:
                 return os.environ[name]
             if comma:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,9 +116,11 @@ def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass
 class _Budget:
-    def __init__(self) -> None:
-        self.files = 0
+    """Recipe files read so far for one recipe (shared by every branch of its ``extends:`` tree)."""
+
+    files: int = 0
 
 
 def load_file(path: Path, seen: tuple[Path, ...] = (), budget: _Budget | None = None) -> dict[str, Any]:

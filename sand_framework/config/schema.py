@@ -21,8 +21,9 @@ from sand_framework.hookspecs import KINDS
 SLOTS: tuple[str, ...] = tuple(KINDS)
 """Component slots, named by kind: environment, policy, detector, sampler, ..."""
 
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
-"""A run name becomes a folder name under ``run.output_dir``: no separators, no leading dot."""
+RUN_NAME = re.compile(r"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{0,99}")
+"""A run name becomes a folder name under ``run.output_dir``: no path separators, no control characters,
+no leading dot (so neither ``..`` nor a hidden folder), at most 100 characters."""
 
 MAX_SEED = 2**31 - 1
 """Seeds go to numpy and torch (which take up to 2**32 - 1) after adding the iteration number."""
@@ -31,7 +32,7 @@ MAX_SEED = 2**31 - 1
 @dataclass
 class RunSection:
     name: str = "sand"
-    """Prefix of the run directory name (letters, digits, ``._+-``; it cannot hold a path)."""
+    """Prefix of the run directory name (a folder name: it cannot hold a path)."""
     output_dir: Annotated[str, MinLen(1)] = "runs"
     """Where run directories are created."""
     seed: Annotated[int, Interval(ge=0, le=MAX_SEED)] = 0
@@ -47,9 +48,9 @@ class RunSection:
 
     def validate(self) -> list[str]:
         if not RUN_NAME.fullmatch(self.name):
-            return [f"run.name: {self.name[:120]!r} is not a folder name: use letters, digits and . _ + - "
-                    "(at most 100, starting with a letter or digit); the run directory is "
-                    "run.output_dir/NAME-STAMP, so a name cannot hold a path"]
+            return [f"run.name: {self.name[:120]!r} is not a folder name: no / or \\, no control characters, "
+                    "not starting with '.', at most 100 characters; the run directory is run.output_dir/NAME-STAMP, "
+                    "so a name cannot hold a path"]
         return []
 
 
@@ -64,7 +65,7 @@ class DataSection:
     source: Literal["env", "sharegpt", "messages"] = "env"
     """Expert trajectories from the environment's own expert, or from a file."""
     path: Annotated[str, MinLen(1)] | None = None
-    """File for source sharegpt/messages."""
+    """File for source sharegpt/messages (ignored with source env, so a recipe can switch an inherited file off)."""
     split: Annotated[str, MinLen(1)] = "train"
     limit: Annotated[int, Ge(1)] | None = 32
     """At most this many expert trajectories (null = all)."""
@@ -73,9 +74,6 @@ class DataSection:
         if self.source != "env" and self.path is None:
             return [f"data.path: required with data.source={self.source}: the {self.source} file of expert "
                     "trajectories (make one with `sand data import-eto` or `sand data expert`)"]
-        if self.source == "env" and self.path is not None:
-            return [f"data.path: {self.path!r} is not read with data.source=env (the environment's own expert); "
-                    "set data.source to sharegpt or messages to train on the file, or remove data.path"]
         return []
 
 

@@ -29,6 +29,12 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import annotated_types as at
 
 
+def short(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a problem message quotes values, not whole files."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _type_name(tp: Any) -> str:
     if tp is type(None):
         return "null"
@@ -57,20 +63,20 @@ def constraint_problems(value: Any, metadata: tuple[Any, ...], where: str) -> li
     problems = []
     for c in _constraints(metadata):
         if isinstance(c, at.Gt) and not value > c.gt:
-            problems.append(f"{where}: must be > {c.gt}, got {value!r}")
+            problems.append(f"{where}: must be > {c.gt}, got {short(value)}")
         elif isinstance(c, at.Ge) and not value >= c.ge:
-            problems.append(f"{where}: must be >= {c.ge}, got {value!r}")
+            problems.append(f"{where}: must be >= {c.ge}, got {short(value)}")
         elif isinstance(c, at.Lt) and not value < c.lt:
-            problems.append(f"{where}: must be < {c.lt}, got {value!r}")
+            problems.append(f"{where}: must be < {c.lt}, got {short(value)}")
         elif isinstance(c, at.Le) and not value <= c.le:
-            problems.append(f"{where}: must be <= {c.le}, got {value!r}")
+            problems.append(f"{where}: must be <= {c.le}, got {short(value)}")
         elif isinstance(c, at.MinLen) and len(value) < c.min_length:
             what = "empty" if len(value) == 0 else f"{len(value)} long"
             problems.append(f"{where}: must have at least {c.min_length} item(s)/character(s), got {what}")
         elif isinstance(c, at.MaxLen) and len(value) > c.max_length:
             problems.append(f"{where}: must have at most {c.max_length} item(s)/character(s), got {len(value)}")
         elif isinstance(c, at.Predicate) and not c.func(value):
-            problems.append(f"{where}: {getattr(c.func, '__doc__', None) or 'invalid value'}, got {value!r}")
+            problems.append(f"{where}: {getattr(c.func, '__doc__', None) or 'invalid value'}, got {short(value)}")
     return problems
 
 
@@ -90,40 +96,40 @@ def check_value(value: Any, tp: Any, where: str) -> list[str]:
         for o, f in zip(options, found):  # the right type but out of range: say which range
             if get_origin(o) is Annotated and not check_value(value, get_args(o)[0], where):
                 return f
-        return [f"{where}: expected {' or '.join(_type_name(o) for o in options)}, got {value!r}"]
+        return [f"{where}: expected {' or '.join(_type_name(o) for o in options)}, got {short(value)}"]
     if origin is Literal:
         ok = any(type(value) is type(a) and value == a for a in get_args(tp))
-        return [] if ok else [f"{where}: must be one of {_type_name(tp)}, got {value!r}"]
+        return [] if ok else [f"{where}: must be one of {_type_name(tp)}, got {short(value)}"]
     if tp is type(None):
-        return [] if value is None else [f"{where}: expected null, got {value!r}"]
+        return [] if value is None else [f"{where}: expected null, got {short(value)}"]
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            return [f"{where}: expected a list, got {value!r}"]
+            return [f"{where}: expected a list, got {short(value)}"]
         (inner, *_) = get_args(tp) or (Any,)
         return [p for i, v in enumerate(value) for p in check_value(v, inner, f"{where}[{i}]")]
     if origin is dict:
         if not isinstance(value, dict):
-            return [f"{where}: expected a mapping, got {value!r}"]
-        return [f"{where}: keys must be strings, got {k!r}" for k in value if not isinstance(k, str)]
+            return [f"{where}: expected a mapping, got {short(value)}"]
+        return [f"{where}: keys must be strings, got {short(k)}" for k in value if not isinstance(k, str)]
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            return [f"{where}: expected a mapping, got {value!r}"]
+            return [f"{where}: expected a mapping, got {short(value)}"]
         return check_fields(value, tp, where)
     if tp is bool:
-        return [] if isinstance(value, bool) else [f"{where}: expected true/false, got {value!r}"]
+        return [] if isinstance(value, bool) else [f"{where}: expected true/false, got {short(value)}"]
     if tp is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return [f"{where}: expected a number, got {value!r}"]
+            return [f"{where}: expected a number, got {short(value)}"]
         try:
             finite = math.isfinite(value)
         except OverflowError:  # an int too large for a float
             finite = False
-        return [] if finite else [f"{where}: expected a finite number, got {value!r}"]
+        return [] if finite else [f"{where}: expected a finite number, got {short(value)}"]
     if tp is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
-        return [] if ok else [f"{where}: expected an integer, got {value!r}"]
+        return [] if ok else [f"{where}: expected an integer, got {short(value)}"]
     if tp is str:
-        return [] if isinstance(value, str) else [f"{where}: expected a string, got {value!r}"]
+        return [] if isinstance(value, str) else [f"{where}: expected a string, got {short(value)}"]
     return []
 
 
@@ -141,12 +147,14 @@ def check_fields(values: dict[str, Any], cls: type, where: str, ignore: tuple[st
         if key in ignore:
             continue
         if not isinstance(key, str):
-            problems.append(f"{where}: key {key!r} is not a name (string); valid keys: {', '.join(sorted(fields))}")
+            problems.append(f"{where}: key {short(key)} is not a name (string); "
+                            f"valid keys: {', '.join(sorted(fields))}")
             continue
         if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
+            close = difflib.get_close_matches(key[:100], list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"{where}.{key}: unknown key{hint}; valid keys: {', '.join(sorted(fields)) or '(none)'}")
+            shown = key if len(key) <= 100 else short(key, 100)
+            problems.append(f"{where}.{shown}: unknown key{hint}; valid keys: {', '.join(sorted(fields)) or '(none)'}")
             continue
         problems += check_value(value, types_[key], f"{where}.{key}")
     return problems
@@ -174,14 +182,19 @@ def instance_problems(obj: Any, where: str, given: Any = ()) -> list[str]:
     recipe that uses it rather than by a run.
     """
     problems = []
-    types_ = hints(type(obj))
+    types_, plain = hints(type(obj)), typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
-        if f.name not in given and not dataclasses.is_dataclass(typing.get_type_hints(type(obj))[f.name]):
+        if f.name not in given and not dataclasses.is_dataclass(plain[f.name]):
             problems += check_value(getattr(obj, f.name), types_[f.name], f"{where}.{f.name}")
     check = getattr(obj, "validate", None)
-    if not problems and callable(check):
-        problems += [p if p.startswith(where) else f"{where}: {p}" for p in (check() or [])]
-    return problems
+    if problems or not callable(check):
+        return problems
+    try:
+        found = check() or []
+    except Exception as exc:  # noqa: BLE001 - a component's own check failing is that component's problem
+        return [f"{where}: its validate() failed ({type(exc).__name__}: {exc})"]
+    found = [found] if isinstance(found, str) else list(found)
+    return [p if isinstance(p, str) and p.startswith(where) else f"{where}: {p}" for p in found]
 
 
 def describe_constraints(tp: Any) -> str:
@@ -190,11 +203,12 @@ def describe_constraints(tp: Any) -> str:
         return " or ".join(d for d in (describe_constraints(o) for o in get_args(tp)) if d)
     if get_origin(tp) is not Annotated:
         return ""
+    symbols = {at.Gt: (">", "gt"), at.Ge: (">=", "ge"), at.Lt: ("<", "lt"), at.Le: ("<=", "le")}
     parts = []
     for c in _constraints(tuple(get_args(tp)[1:])):
-        for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
-            if hasattr(c, attr) and type(c).__name__.lower() == attr:
-                parts.append(f"{sym} {getattr(c, attr)}")
-        if isinstance(c, at.MinLen):
+        if type(c) in symbols:
+            sym, attr = symbols[type(c)]
+            parts.append(f"{sym} {getattr(c, attr)}")
+        elif isinstance(c, at.MinLen):
             parts.append(f"at least {c.min_length} long")
     return ", ".join(parts)

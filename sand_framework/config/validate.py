@@ -12,17 +12,18 @@ from typing import Any
 from sand_framework.config.budgets import check_budgets
 from sand_framework.config.ranges import pending_problems
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe
-from sand_framework.config.typecheck import build, check_fields, instance_problems
+from sand_framework.config.typecheck import build, check_fields, instance_problems, short
 from sand_framework.registry import Registries
 
 
 def _unknown_top(key: Any) -> str:
     valid = [*SECTIONS, *SLOTS, *META_KEYS]
     if not isinstance(key, str):
-        return f"{key!r}: top-level keys must be names (strings), got {type(key).__name__}; valid: {', '.join(valid)}"
-    close = difflib.get_close_matches(key, valid, n=1)
+        return (f"{short(key)}: top-level keys must be names (strings), got {type(key).__name__}; "
+                f"valid: {', '.join(valid)}")
+    close = difflib.get_close_matches(key[:100], valid, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{key}: unknown top-level key{hint}; valid: {', '.join(valid)}"
+    return f"{key if len(key) <= 100 else short(key, 100)}: unknown top-level key{hint}; valid: {', '.join(valid)}"
 
 
 def validate(data: dict[str, Any], registries: Registries, source: str | None = None) -> Recipe:
@@ -34,22 +35,26 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         if key not in SECTIONS and key not in SLOTS and key not in META_KEYS:
             problems.append(_unknown_top(key))
     for key, cls in SECTIONS.items():
-        values = data.get(key) or {}
+        values = data.get(key)
+        values = {} if values is None else values
         if not isinstance(values, dict):
-            problems.append(f"{key}: expected a mapping, got {values!r}")
+            problems.append(f"{key}: expected a mapping, got {short(values)}")
             continue
         found = check_fields(values, cls, key)
         problems += found
-        if not found:
-            try:
-                section = build(cls, values)
-            except (TypeError, ValueError) as exc:
-                problems.append(f"{key}: {exc}")
-                continue
-            found = instance_problems(section, key, values)
-            problems += found
-            if not found:
-                sections[key] = section
+        # The section's own checks (run.name, data.path ...) run on the values that passed, so they are
+        # reported in the same pass as the others.
+        good = {k: v for k, v in values.items() if isinstance(k, str) and not check_fields({k: v}, cls, key)}
+        try:
+            section = build(cls, good)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{key}: {exc}")
+            continue
+        bad = [k for k in values if k not in good]
+        own = [p for p in instance_problems(section, key, good) if not p.startswith(tuple(f"{key}.{k}:" for k in bad))]
+        problems += own
+        if not found and not own:
+            sections[key] = section
     slots: dict[str, tuple[str, Any]] = {}
     for kind in SLOTS:
         node = data.get(kind)
@@ -58,11 +63,12 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
                             f"(available: {', '.join(registries[kind].names()) or 'none'})")
             continue
         if not isinstance(node, dict) or "name" not in node:
-            problems.append(f"{kind}: expected a mapping with a `name`, got {node!r}")
+            problems.append(f"{kind}: expected a mapping with a `name`, got {short(node)}")
             continue
         name = node["name"]
         if not isinstance(name, str) or name not in registries[kind]:
-            problems.append(f"{kind}.name: {registries[kind].suggest(str(name))}")
+            shown = name if isinstance(name, str) and len(name) <= 100 else short(name, 100)
+            problems.append(f"{kind}.name: {registries[kind].suggest(shown)}")
             continue
         cls = registries[kind].get(name).Params
         params = {k: v for k, v in node.items() if k != "name"}
@@ -79,8 +85,13 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
             problems += found
             if not found:
                 slots[kind] = (name, built)
-    if "environment" in slots:
-        problems += _check_environment(registries, *slots["environment"], sections.get("data"), sections.get("eval"))
+    env_node = data.get("environment")
+    env_name = env_node.get("name") if isinstance(env_node, dict) else None
+    if isinstance(env_name, str) and env_name in registries["environment"]:
+        # with params that failed their checks, the splits are still checked on a default-built environment
+        params = slots["environment"][1] if "environment" in slots else None
+        problems += _check_environment(registries, env_name, params, data.get("data"), data.get("eval"),
+                                       report_build="environment" in slots)
     if "run" in sections and "eval" in sections:
         problems += _check_eval_models(sections["eval"].models, sections["run"].iterations)
     if "run" in sections and len(slots) == len(SLOTS):
@@ -90,18 +101,22 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
     return Recipe(slots=slots, raw=data, **sections)
 
 
-def _check_environment(registries: Registries, name: str, params: Any, data: Any, evals: Any) -> list[str]:
+def _check_environment(registries: Registries, name: str, params: Any, data: Any, evals: Any,
+                       report_build: bool = True) -> list[str]:
     """Build the environment (its constructor checks its params) and check the splits the recipe uses.
 
     Environment constructors are cheap by contract (simulators, JVMs and data
     load lazily), so validation can afford one: an impossible parameter or an
     unknown split is reported now instead of failing (or evaluating nothing)
-    after hours of training.
+    after hours of training. ``data``/``evals`` are the raw sections, so the
+    splits are checked even when other values there have problems.
     """
     where = f"environment[{name}]"
     try:
         env = registries.build("environment", name, params)
     except Exception as exc:  # noqa: BLE001 - whatever the constructor rejects is a recipe problem
+        if not report_build:
+            return []
         return [f"{where}: {exc}" if isinstance(exc, (ValueError, TypeError))
                 else f"{where}: cannot be built ({type(exc).__name__}: {exc})"]
     try:
@@ -114,11 +129,14 @@ def _check_environment(registries: Registries, name: str, params: Any, data: Any
         except Exception:  # noqa: BLE001 - closing a never-used environment must not hide the result
             pass
     problems = []
-    if data is not None and data.source == "env" and data.split not in splits:
-        problems.append(f"data.split: {name} has no split {data.split!r}; choose from {', '.join(splits)}")
-    if evals is not None:
+    data = data if isinstance(data, dict) else {}
+    split = data.get("split", "train")
+    if data.get("source", "env") == "env" and isinstance(split, str) and split and split not in splits:
+        problems.append(f"data.split: {name} has no split {split!r}; choose from {', '.join(splits)}")
+    wanted = evals.get("splits") if isinstance(evals, dict) else None
+    if isinstance(wanted, list):
         problems += [f"eval.splits: {name} has no split {s!r}; choose from {', '.join(splits)}"
-                     for s in evals.splits if s not in splits]
+                     for s in wanted if isinstance(s, str) and s and s not in splits]
     return problems
 
 

@@ -31,9 +31,10 @@ class YAMLLimitError(ValueError):
 
 def read_text(path: str | Path) -> str:
     """A YAML file's text; raise :class:`YAMLLimitError` for binary, non-UTF-8 or oversized files."""
-    data = Path(path).read_bytes()
+    with open(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)  # never more: the file may be huge (or endless, like a device)
     if len(data) > MAX_BYTES:
-        raise YAMLLimitError(f"file is {len(data):,} bytes; a recipe may be at most {MAX_BYTES:,} bytes")
+        raise YAMLLimitError(f"file is larger than {MAX_BYTES:,} bytes, the most a recipe may be")
     if b"\x00" in data:
         raise YAMLLimitError("not a text file (it contains NUL bytes); a recipe is a YAML text file")
     try:
@@ -110,8 +111,10 @@ def non_string_keys(value: Any, where: str = "") -> list[str]:
             for k, v in node.items():
                 if not isinstance(k, str):
                     shown = "null" if k is None else str(k).lower() if isinstance(k, bool) else repr(k)
+                    kind = ("null" if k is None else "a boolean" if isinstance(k, bool) else
+                            "a number" if isinstance(k, (int, float)) else f"a {type(k).__name__}")
                     problems.append(f"{at + '.' if at else ''}{shown}: keys must be names (strings), got "
-                                    f"{type(k).__name__} {shown}; quote it (\"{shown}\":) if it is meant as a name")
+                                    f"{kind}; quote it (\"{shown}\":) if it is meant as a name")
                 else:
                     stack.append((v, f"{at}.{k}" if at else k))
         elif isinstance(node, list):

@@ -69,6 +69,8 @@ class RunContext:
     def release_policy(self) -> None:
         """Free the policy's model memory (before training); the next :meth:`policy` call sets it up again."""
         policy = self.components.get("policy")
+        if os.environ.get("SAND_KEEP_POLICY_RESIDENT") == "1":  # only for benchmarks/run_memory.py's baseline
+            return
         if policy is not None and self._policy_ready:
             policy.release()
             self._policy_ready = False

@@ -32,7 +32,7 @@ from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
-from sand_framework.errors import RecipeError
+from sand_framework.errors import EmptyStageError, RecipeError
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.types import DeliberationRecord, Trajectory
 
@@ -63,6 +63,10 @@ class Pipeline:
                         disable=os.environ.get("SAND_NO_PROGRESS") == "1")
 
     def _stage_end(self, stage: str, summary: dict[str, Any]) -> None:
+        """Record ``stage`` as done, never on empty input: a stage marked done is never redone by a resume."""
+        if isinstance(summary, dict) and summary.get("trajectories") == 0:
+            raise EmptyStageError(f"{stage}: it would finish with 0 trajectories, so it is not recorded as done; "
+                                  f"fix its input and continue with `sand run --resume {self.rd.path}`")
         self.rd.mark_done(stage, summary)
         self.ctx.notify("sand_stage_end", stage=stage, summary=summary)
 
@@ -74,11 +78,16 @@ class Pipeline:
     # -- stages ------------------------------------------------------------------
 
     def expert(self) -> list[Trajectory]:
-        """Expert trajectories, one unit per task."""
+        """Expert trajectories, one unit per task; a missing or damaged unit is redone, even after the stage."""
         data = self.recipe.data
         log = self.rd.units("expert", "trajectories.units.jsonl")
+        redone = False
+        if log.corrupt:
+            self.ctx.console.print(f"[yellow]{log.path}: {len(log.corrupt)} damaged record(s) (lines {log.corrupt}); "
+                                   "redoing those expert trajectories")
         if data.source != "env":
-            if "expert" not in log:
+            if not ("expert" in log and log.get("expert")):  # an empty record (older runs) is re-read too
+                redone = True
                 if not data.path or not Path(data.path).is_file():
                     raise RecipeError([f"data.path: expert file {data.path!r} not found; make one with "
                                        f"`sand data import-eto FILE --env {self.env.name} -o OUT` or "
@@ -86,11 +95,14 @@ class Pipeline:
                                        "data.source=env"])
                 reader = read_sharegpt if data.source == "sharegpt" else read_messages
                 trajs = reader(data.path, self.env.name)[: data.limit]
+                if not trajs:
+                    raise EmptyStageError(self._no_expert_data(0))
                 log.append("expert", [t.to_dict() for t in trajs])
             trajs = [Trajectory.from_dict(d) for d in log.get("expert")]
         else:
             task_ids = self.env.tasks(data.split)[: data.limit]
-            todo = [t for t in task_ids if t not in log]
+            todo = log.missing(task_ids)
+            redone = bool(todo)
             with self.progress() as prog:
                 bar = prog.add_task("expert trajectories", total=len(task_ids), completed=len(task_ids) - len(todo))
                 for task_id in todo:
@@ -98,10 +110,24 @@ class Pipeline:
                     prog.advance(bar)
             trajs = [Trajectory.from_dict(d) for d in log.values(task_ids)]
         kept = [t for t in trajs if t.success or data.source != "env"]
-        if not self.rd.stage_done("expert"):
+        if not kept:
+            raise EmptyStageError(self._no_expert_data(len(trajs)))
+        if redone or not self.rd.stage_done("expert"):
             write_sharegpt(self.rd.file("expert", "expert.sharegpt.json"), kept)
             self._stage_end("expert", {"trajectories": len(trajs), "successful": len(kept)})
         return kept
+
+    def _no_expert_data(self, tried: int) -> str:
+        data, env = self.recipe.data, self.env.name
+        if data.source != "env":
+            return (f"expert: data.path {data.path!r} holds no trajectories, so there is nothing to train on; point "
+                    f"data.path at a non-empty {data.source} file (`sand data import-eto` / `sand data expert`)")
+        if tried == 0:
+            return f"expert: split {data.split!r} of {env} has no tasks; choose another data.split"
+        return (f"expert: the environment's expert reached the goal on none of the {tried} tasks of split "
+                f"{data.split!r}, so there is nothing to train on. Check it with `sand env check {env} --split "
+                f"{data.split} --limit 5` (a step cap below the expert's path length, e.g. environment.max_steps, is "
+                f"the usual cause), fix the recipe and start a new run")
 
     def expert_trajectory(self, task_id: str) -> Trajectory:
         return expert_trajectory(self.env, task_id)
@@ -124,12 +150,18 @@ class Pipeline:
 
     def synthesize(self, iteration: int, trajs: list[Trajectory], agent_weights: str) -> list[Trajectory]:
         stage = f"synth/iter{iteration}"
+        if not trajs:
+            raise EmptyStageError(f"{stage}: no trajectories to synthesize from (the previous stage produced none)")
         log = self.rd.units(f"iter{iteration}", "synthesis.units.jsonl")
-        if log.corrupt:
-            self.ctx.console.print(f"[yellow]{log.path}: {len(log.corrupt)} torn record(s) (lines {log.corrupt}); "
-                                   "redoing those trajectories")
         order = [t.task_id for t in trajs]
-        if not self.rd.stage_done(stage):
+        missing = set(log.missing(order))
+        done = self.rd.stage_done(stage)
+        if log.corrupt or (done and missing):
+            self.ctx.console.print(
+                f"[yellow]{log.path}: {len(log.corrupt)} damaged record(s) (lines {log.corrupt}); "
+                + (f"redoing the {len(missing)} trajectory(ies) without an intact record" if missing else
+                   "every trajectory still has an intact record"))
+        if missing:
             policy = self.ctx.policy()
             policy.set_agent_weights(agent_weights)
             comps = Components(env=self.env, policy=policy, rollout_cache=RolloutCache(),
@@ -139,7 +171,7 @@ class Pipeline:
                 bar = prog.add_task(f"synthesis iter {iteration}", total=len(trajs),
                                     completed=sum(t in log for t in order))
                 for batch in chunks(trajs, self.recipe.run.synthesis_batch):
-                    todo = [t for t in batch if t.task_id not in log]
+                    todo = [t for t in batch if t.task_id in missing and t.task_id not in log]
                     if not todo:
                         continue
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
@@ -155,9 +187,13 @@ class Pipeline:
                                                             "records": [r.to_dict() for r in out.records],
                                                             "stats": out.stats})
                         prog.advance(bar)
+        still = log.missing(order)
+        if still:  # never record a stage done without every unit: a resume could not redo them
+            raise RuntimeError(f"{stage}: {len(still)} trajectory(ies) got no synthesis record ({still[:3]}); "
+                               f"the stage is not recorded as done, `sand run --resume {self.rd.path}` redoes them")
         units = list(log.values(order))
         new = [Trajectory.from_dict(u["trajectory"]) for u in units]
-        if not self.rd.stage_done(stage):
+        if missing or not done:
             write_sharegpt(self.rd.file(f"iter{iteration}", "deliberation.sharegpt.json"), new)
             write_messages(self.rd.file(f"iter{iteration}", "deliberation.messages.jsonl"), new)
             summary = synthesis_summary(units)

@@ -1,8 +1,9 @@
-"""Figures for ``sand report`` (matplotlib, Agg backend, small PNGs at ~100 dpi)."""
+"""Figures for ``sand report`` and ``sand sweep`` (matplotlib, Agg backend, small PNGs at ~100 dpi)."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 from sand_framework.metrics import BANDS, aggregate_results, by_band, step_profile, trajectory_deliberation_rates
@@ -152,3 +153,73 @@ def step_reward_figure(runs: list[RunData], path: Path) -> Path | None:
     fig.suptitle("Reward by episode length (bars; numbers = episodes) and deliberation rate per step", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+@dataclass
+class SeedRow:
+    """One row of a sweep's results table for :func:`success_by_seed`: every seed's value and an interval."""
+
+    label: str
+    split: str
+    per_seed: dict[int, float]
+    """seed -> success %, every seed the table counts for this row."""
+    interval: tuple[float, float] | None = None
+    """95% interval of the success %, or None when the per-game outcomes are missing."""
+    games: int = 0
+    """How many distinct games the interval rests on."""
+
+
+SEED_GID = "seeds:"
+"""Prefix of the ``gid`` of each row's per-seed scatter (``seeds:<split>:<label>``), so tests can read the points."""
+
+
+def success_by_seed(rows: list[SeedRow]):
+    """One panel per split: each row's per-seed success % as dots (labelled by seed), its mean and interval.
+
+    Every seed is drawn, so a figure can never show one seed where the table averages several. Returns the
+    matplotlib figure (None without rows); :func:`success_by_seed_figure` saves it.
+    """
+    if not rows:
+        return None
+    plt = _plt()
+    splits = list(dict.fromkeys(r.split for r in rows))
+    labels = list(dict.fromkeys(r.label for r in rows))
+    fig, axes = plt.subplots(1, len(splits), figsize=(max(4.5, 1.0 + 1.0 * len(labels)) * len(splits), 3.6),
+                             squeeze=False, sharey=True)
+    colors = dict(zip(labels, _colors(len(labels))))
+    for ax, split in zip(axes.flat, splits):
+        for row in (r for r in rows if r.split == split):
+            x, color = labels.index(row.label), colors[row.label]
+            seeds = sorted(row.per_seed)
+            xs = [x - 0.4 + 0.4 * (i + 0.5) / len(seeds) for i in range(len(seeds))]
+            ys = [row.per_seed[s] for s in seeds]
+            dots = ax.scatter(xs, ys, s=18, color=color, zorder=3, linewidths=0)
+            dots.set_gid(f"{SEED_GID}{split}:{row.label}")
+            for i, (xi, yi, s) in enumerate(zip(xs, ys, seeds)):  # labels alternate above and below the dots
+                ax.annotate(f"s{s}", (xi, yi), xytext=(0, 4 if i % 2 == 0 else -4), textcoords="offset points",
+                            ha="center", va="bottom" if i % 2 == 0 else "top", fontsize=5.5, color="0.35")
+            if ys:
+                mean = sum(ys) / len(ys)
+                if row.interval is not None:
+                    lo, hi = row.interval
+                    ax.errorbar([x + 0.15], [mean], yerr=[[max(0.0, mean - lo)], [max(0.0, hi - mean)]],
+                                fmt="D", ms=4, color=color, ecolor=color, elinewidth=1.2, capsize=3, zorder=4)
+                else:
+                    ax.scatter([x + 0.15], [mean], marker="D", s=16, color=color, zorder=4)
+            note = f"{len(seeds)} seed{'s' * (len(seeds) != 1)}" + (f", {row.games} games" if row.games else "")
+            ax.text(x, -9, note, ha="center", va="top", fontsize=6, color="0.35")
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+        ax.set_xlim(-0.6, len(labels) - 0.4)
+        ax.set_ylim(-15, 105)
+        ax.axhline(0, color="0.85", lw=0.6, zorder=0)
+        ax.set_title(f"split {split}")
+    axes.flat[0].set_ylabel("success %")
+    fig.suptitle("Success per seed (dots), mean over seeds (◆) and 95% Wilson interval over games", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def success_by_seed_figure(rows: list[SeedRow], path: Path) -> Path | None:
+    """Save :func:`success_by_seed` as a PNG (``sand sweep``: ``OUTPUT_DIR/success_by_arm.png``)."""
+    fig = success_by_seed(rows)
+    return _save(fig, path) if fig is not None else None

@@ -5,7 +5,8 @@ Layout::
     RUN/
       recipe.yaml          resolved recipe (the exact config that ran)
       plugins.json         loaded plugins with versions and hooks
-      state.json           finished stages, in order
+      state.json           finished stages, in order; paths inside the run are stored relative to it
+                           (``./weights/iter0/final``), so a copied or moved run uses its own files
       run.lock             held (flock) by the process running it
       expert/trajectories.units.jsonl
       iter1/synthesis.units.jsonl   one unit per expert trajectory
@@ -13,10 +14,15 @@ Layout::
       weights/iter0/ ...   trainer output (checkpoints/, final/)
       eval/<model>/<split>.units.jsonl
       metrics.json
+
+Every file the run reads back is checked when it is read: a damaged one
+stops the command with :class:`RunDirError` (exit 3) naming the file and what
+to do about it, never with a traceback and never by silently using less.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -26,7 +32,22 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.errors import RunDirError
-from sand_framework.store.files import UnitLog, atomic_write_json, atomic_write_text, read_json
+from sand_framework.store.files import UnitLog, atomic_write_json, atomic_write_text, not_writable, read_json
+
+RUN_RELATIVE = "./"
+"""Prefix of a path stored relative to the run directory (in ``state.json`` stage results)."""
+
+FIXES: dict[str, str] = {
+    "recipe.yaml": "It is the recipe this run started with: restore it from a copy of the run, or start a new run "
+                   "(`sand run RECIPE`).",
+    "state.json": "It lists the finished stages: restore it from a copy of the run, or delete it and resume "
+                  "(finished units in *.units.jsonl are kept; whole stages such as training are redone).",
+    "plugins.json": "It records the plugins the run used: delete it and resume (it is rewritten; give "
+                    "--plugins-dir again if the run used plugin folders).",
+    "metrics.json": "It is rewritten at the end of the run: delete it and resume (`sand run --resume RUN`).",
+    "eval.json": "It records what this folder evaluated: delete it and rerun `sand eval` with the same -o.",
+}
+"""What to do about each file a run reads back, when it is damaged."""
 
 
 @dataclass
@@ -41,12 +62,16 @@ class RunDir:
 
     @classmethod
     def create(cls, root: str | os.PathLike, name: str) -> "RunDir":
+        """``root/NAME-STAMP`` (``-1``, ``-2`` ... if taken); the name cannot lead outside ``root``."""
+        if not name or name.startswith(".") or any(c in name for c in "/\\\x00") or Path(name).name != name:
+            raise RunDirError(f"run name {name!r} is not a plain folder name (no / or \\, not starting with "
+                              "'.'); set run.name to one")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         base = Path(root) / f"{name}-{stamp}"
         path, i = base, 1
         while path.exists():
             path, i = Path(f"{base}-{i}"), i + 1
-        path.mkdir(parents=True)
+        _mkdir(path, parents=True, exist_ok=False, what=f"run.output_dir {str(root)!r}")
         return cls(path)
 
     @classmethod
@@ -55,18 +80,42 @@ class RunDir:
         path = Path(path)
         if (path / "recipe.yaml").exists():
             raise RunDirError(f"{path} already holds a run; continue it with `sand run --resume {path}`")
-        path.mkdir(parents=True, exist_ok=True)
+        _mkdir(path, parents=True, exist_ok=True, what="--run-dir")
         return cls(path)
 
     @classmethod
     def open_existing(cls, path: str | os.PathLike) -> "RunDir":
+        """An existing run, its bookkeeping files checked (readable, well-formed) before anything uses them."""
         path = Path(path)
-        if not (path / "recipe.yaml").exists():
+        if not (path / "recipe.yaml").is_file():
             raise RunDirError(
                 f"{path} is not a SAND run directory (no recipe.yaml). Pass the folder `sand run` printed, "
                 "e.g. runs/quickstart-20260101-120000."
             )
-        return cls(path)
+        rd = cls(path)
+        rd.check()
+        return rd
+
+    def check(self) -> None:
+        """Raise :class:`RunDirError` naming the first damaged bookkeeping file and what to do about it."""
+        from sand_framework.config import yamlsafe
+
+        recipe = self.path / "recipe.yaml"
+        try:
+            data = yamlsafe.load(yamlsafe.read_text(recipe))
+        except OSError as exc:
+            raise RunDirError(f"{recipe} cannot be read ({exc.strerror or exc}). {FIXES['recipe.yaml']}") from None
+        except Exception as exc:  # noqa: BLE001 - invalid YAML, binary, too large
+            raise RunDirError(f"{recipe} is damaged ({str(exc)[:200]}). {FIXES['recipe.yaml']}") from None
+        if not isinstance(data, dict):
+            raise RunDirError(f"{recipe} is damaged (it holds {'nothing' if data is None else type(data).__name__}, "
+                              f"not a recipe). {FIXES['recipe.yaml']}")
+        self._state()
+        plugins = self.read_json("plugins.json", {})
+        dirs = plugins.get("plugin_dirs", []) if isinstance(plugins, dict) else None
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            raise RunDirError(f"{self.path / 'plugins.json'} is damaged (expected an object with a list "
+                              f"`plugin_dirs`). {FIXES['plugins.json']}")
 
     # -- locking -----------------------------------------------------------
 
@@ -77,7 +126,16 @@ class RunDir:
         file left by a killed run never blocks a resume (a stale lock).
         """
         lock_path = self.path / "run.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            raise RunDirError(f"{self.path} is read-only for you: a run writes its results into its directory. "
+                              f"Make it writable (chmod -R u+w {self.path}), or copy it (cp -r {self.path} COPY) and "
+                              "resume the copy (`sand run --resume COPY`)")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise not_writable(lock_path, exc) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -98,36 +156,91 @@ class RunDir:
 
     def file(self, *parts: str) -> Path:
         p = self.path.joinpath(*parts)
-        p.parent.mkdir(parents=True, exist_ok=True)
+        _mkdir(p.parent, parents=True, exist_ok=True, what="the run directory")
         return p
 
     def units(self, *parts: str) -> UnitLog:
         return UnitLog(self.file(*parts))
 
     def write_json(self, rel: str, data: Any) -> None:
-        atomic_write_json(self.file(rel), data)
+        """Write a JSON file of the run; paths inside the run are stored relative to it (see :meth:`read_json`)."""
+        atomic_write_json(self.file(rel), self._to_stored(data))
 
     def write_text(self, rel: str, text: str) -> None:
         atomic_write_text(self.file(rel), text)
 
     def read_json(self, rel: str, default: Any = None) -> Any:
-        return read_json(self.path / rel, default)
+        """A JSON file of the run, its run-relative paths resolved against where the run is now.
+
+        A damaged file raises :class:`RunDirError` saying what to do about it.
+        """
+        return self._from_stored(read_json(self.path / rel, default, fix=FIXES.get(Path(rel).name, "")))
 
     # -- stage bookkeeping ---------------------------------------------------
 
     def _state(self) -> dict[str, Any]:
-        return self.read_json("state.json", {"done": {}})
+        state = self.read_json("state.json", {"done": {}})
+        if not isinstance(state, dict) or not isinstance(state.get("done"), dict):
+            raise RunDirError(f"{self.path / 'state.json'} is damaged (expected {{\"done\": {{stage: result}}}}). "
+                              f"{FIXES['state.json']}")
+        return state
 
     def stage_done(self, stage: str) -> bool:
         return stage in self._state()["done"]
 
     def stage_result(self, stage: str) -> Any:
-        return self._state()["done"].get(stage)
+        """What a finished stage recorded, with paths inside the run resolved against where the run is now."""
+        return self._from_stored(self._state()["done"].get(stage))
 
     def mark_done(self, stage: str, result: Any = None) -> None:
+        """Record ``stage`` as finished; paths inside the run directory are stored relative to it."""
         state = self._state()
-        state["done"][stage] = result
+        state["done"][stage] = self._to_stored(result)
         self.write_json("state.json", state)
+
+    def _to_stored(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self._to_stored(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._to_stored(v) for v in value]
+        if isinstance(value, str) and os.sep in value and not value.startswith(RUN_RELATIVE):
+            p = Path(value)
+            if p.is_absolute() or p.exists():
+                try:
+                    rel = p.resolve().relative_to(self.path.resolve())
+                except (ValueError, OSError):
+                    return value
+                return RUN_RELATIVE + rel.as_posix() if rel.parts else value  # the run folder itself stays
+        return value
+
+    def _from_stored(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self._from_stored(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._from_stored(v) for v in value]
+        if isinstance(value, str) and value.startswith(RUN_RELATIVE):
+            return str(self.path.absolute().joinpath(*Path(value[len(RUN_RELATIVE):]).parts))
+        if isinstance(value, str) and os.path.isabs(value):
+            return self._own_copy(value)
+        return value
+
+    def _own_copy(self, value: str) -> str:
+        """A legacy absolute weights path of *another* folder (the run was copied or moved): this run's copy.
+
+        Runs written before paths were stored relative hold absolute paths; if
+        the original still exists they would silently keep using it.
+        """
+        p = Path(value)
+        if "weights" not in p.parts:
+            return value
+        try:
+            p.resolve().relative_to(self.path.resolve())
+            return value  # already inside this run
+        except (ValueError, OSError):
+            pass
+        parts = p.parts
+        inside = self.path.absolute().joinpath(*parts[len(parts) - 1 - parts[::-1].index("weights"):])
+        return str(inside) if inside.exists() else value
 
     def adopt(self, source: "RunDir", stage: str, folders: list[str]) -> None:
         """Take a finished ``stage`` from another run: copy its folders, then mark it done here.
@@ -149,6 +262,17 @@ class RunDir:
         if isinstance(result, dict):
             result = {**result, "reused_from": str(source.path)}
         self.mark_done(stage, result)
+
+
+def _mkdir(path: Path, parents: bool, exist_ok: bool, what: str) -> None:
+    try:
+        path.mkdir(parents=parents, exist_ok=exist_ok)
+    except FileExistsError:
+        raise RunDirError(f"{path} exists and is not a folder; choose another {what}") from None
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise RunDirError(f"cannot create {path}: {exc.strerror}. Choose a writable {what}") from None
+        raise
 
 
 def _rebase(value: Any, old: str, new: str) -> Any:

@@ -16,15 +16,18 @@ Example (``experiments/miniature.yaml``)::
 
 Every arm is an ordinary recipe run (``run.seed`` set per seed) in
 ``OUTPUT_DIR/<arm>/seed<k>``, so each can be inspected, reported and resumed
-on its own.
+on its own. ``comparisons`` name the experiment's questions as pairs of table
+rows (``arm/model``); :mod:`sand_framework.sweep.compare` answers them with
+paired tests over the same games.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import annotated_types as at
 import yaml
 
 from sand_framework.config.typecheck import build, check_fields
@@ -48,6 +51,23 @@ class ArmSpec:
 
 
 @dataclass
+class ComparisonSpec:
+    """One question of the experiment: is row ``a`` better than row ``b`` on the same games?
+
+    ``a`` and ``b`` are ``arm/model`` (a model the arm lists in ``report``), i.e. rows of the results table.
+    """
+
+    question: str
+    a: str
+    b: str
+
+    def side(self, which: str) -> tuple[str, str]:
+        """(arm, model) of side ``a`` or ``b``."""
+        arm, _, model = getattr(self, which).partition("/")
+        return arm, model
+
+
+@dataclass
 class SweepSpec:
     name: str
     arms: list[ArmSpec]
@@ -56,6 +76,10 @@ class SweepSpec:
     """Relative to the working directory, like a recipe's ``run.output_dir``."""
     splits: list[str] | None = None
     """Eval splits to tabulate (default: every split the arms evaluated)."""
+    comparisons: list[ComparisonSpec] = field(default_factory=list)
+    """Paired questions between table rows, answered in results.md (``sweep.compare``)."""
+    alpha: Annotated[float, at.Interval(gt=0, lt=1)] = 0.05
+    """Significance level of the comparisons' verdicts (per question; no correction for several)."""
     description: str = ""
     path: Path = field(default=Path("."), repr=False)
     """The sweep file (recipes are resolved relative to its folder)."""
@@ -110,10 +134,14 @@ def load_sweep(path: str | Path) -> SweepSpec:
             earlier = [str(n) for n in names[:i] if n is not None]
             problems.append(f"arms.{name}.reuse: {reuse!r} must name an arm listed before it "
                             f"(earlier arms: {', '.join(earlier) or 'none'})")
+    seeds = top.get("seeds", SweepSpec.__dataclass_fields__["seeds"].default_factory())
+    problems += comparison_problems(data.get("comparisons"), arms, [n for n in names if n is not None],
+                                    seeds if isinstance(seeds, list) else [])
     if problems:
         raise RecipeError(problems, str(path))
-    spec = build(SweepSpec, {**top, "arms": []})
+    spec = build(SweepSpec, {**top, "arms": [], "comparisons": []})
     spec.arms, spec.path = arms, path.resolve()
+    spec.comparisons = [build(ComparisonSpec, c) for c in data.get("comparisons") or []]
     for arm in spec.arms:
         if arm.reuse is not None:
             missing = set(spec.seeds_of(arm)) - set(spec.seeds_of(spec.arm(arm.reuse)))
@@ -122,6 +150,62 @@ def load_sweep(path: str | Path) -> SweepSpec:
     if problems:
         raise RecipeError(problems, str(path))
     return spec
+
+
+def comparison_problems(raw: Any, arms: list[ArmSpec], names: list[str], seeds: list[int]) -> list[str]:
+    """Each comparison's sides must be rows of the table (an arm and a model it reports) that share games.
+
+    Two arms pair seed by seed, unless one of them runs a single seed (a deterministic arm), which is paired
+    with every seed of the other; so two multi-seed arms need a seed in common. Checked on the raw file
+    (``arms`` are the arms that are valid themselves) so that these problems are reported with the others.
+    """
+    if not isinstance(raw, list):
+        return []  # its type problem is reported by the field check
+    problems = []
+    valid = {a.name: a for a in arms}
+    for i, node in enumerate(raw):
+        where = f"comparisons[{i}]"
+        if not isinstance(node, dict):
+            continue
+        missing = [k for k in ("question", "a", "b") if k not in node]
+        problems += [f"{where}.{k}: required" for k in missing]
+        if missing or not all(isinstance(node[k], str) for k in ("a", "b")):
+            continue
+        sides = {}
+        for which in ("a", "b"):
+            ref = node[which]
+            arm_name, _, model = ref.partition("/")
+            if not arm_name or not model:
+                problems.append(f"{where}.{which}: {ref!r} must be ARM/MODEL, e.g. 'sand/final'")
+            elif arm_name not in names:
+                problems.append(f"{where}.{which}: no arm {arm_name!r} (arms: {', '.join(names)})")
+            elif arm_name not in valid:
+                continue  # the arm's own problems are reported
+            elif model not in valid[arm_name].report:
+                problems.append(f"{where}.{which}: arm {arm_name!r} does not report model {model!r} "
+                                f"(its report: {', '.join(valid[arm_name].report) or 'none'}); "
+                                f"add it to arms.{arm_name}.report to compare it")
+            else:
+                sides[which] = list(valid[arm_name].seeds) if valid[arm_name].seeds is not None else seeds
+        if node["a"] == node["b"]:
+            problems.append(f"{where}: a and b are the same row {node['a']!r}")
+        elif len(sides) == 2 and not seed_pairs(sides["a"], sides["b"]):
+            problems.append(f"{where}: {node['a']!r} (seeds {sides['a']}) and {node['b']!r} "
+                            f"(seeds {sides['b']}) share no seed to pair")
+    return problems
+
+
+def seed_pairs(seeds_a: list[int], seeds_b: list[int]) -> list[tuple[int, int]]:
+    """Which seed of ``a`` is compared with which seed of ``b``.
+
+    Seed k against seed k; an arm declared with a single seed (e.g. greedy evaluation of the untrained base
+    model, the same for every seed) stands against every seed of the other arm.
+    """
+    if len(seeds_b) == 1:
+        return [(s, seeds_b[0]) for s in seeds_a]
+    if len(seeds_a) == 1:
+        return [(seeds_a[0], s) for s in seeds_b]
+    return [(s, s) for s in seeds_a if s in seeds_b]
 
 
 def arm_overrides(arm: ArmSpec, seed: int) -> list[str]:

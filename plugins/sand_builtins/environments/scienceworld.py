@@ -42,7 +42,9 @@ Expert
     (``open door to kitchen``, ``go to kitchen``, ...) becomes one
     ``teleport to kitchen``, as in ETO's instruction and examples. Each variant
     is replayed and kept only if it succeeds; otherwise the raw gold path is
-    returned (``sand env check`` reports such tasks).
+    returned (``sand env check`` reports such tasks). With ``expert_thoughts``
+    (default) each gold action gets one short ReAct thought built from the
+    task's goal and the action type (:mod:`~sand_builtins.environments.scienceworld_thoughts`).
 
 Speed and robustness
     Every instance owns one JVM (heap capped by ``java_heap``) that is started

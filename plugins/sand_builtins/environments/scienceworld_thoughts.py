@@ -22,27 +22,70 @@ _HEATERS = ("stove", "oven", "blast furnace", "fire pit", "hot plate", "lighter"
 _COOLERS = ("freezer", "fridge", "ice box")
 _POWER = ("battery", "generator", "solar panel", "wind generator")
 _STATE_WORDS = ("boil", "melt", "freeze", "state of matter", "temperature", "melting point", "boiling point")
-MAX_GOAL_WORDS = 9
+MAX_GOAL_WORDS = 12
 """The goal is quoted in thoughts; longer goals are cut at a word boundary to keep thoughts short."""
 
 TEMPLATE_WORDS = frozenset("""
-to i i'll i'm need the so should it is what for task a an this that then now there my will do let me see here
-heat cool down move put place says get into them combine mix everything in wait while change happen plants grow
-examine check how doing measure temperature of with thermometer dig soil shovel use on help build circuit
-connect disconnect pick up down drop pour read may tell open at inside close turn off done switch power water
-running activate deactivate look around carrying asks which one mean first listed option answer go points
-eat focus signal around be where whatever make progress thing
+a activate am an and answer around asks at build can carrying change check circuit close combine connect cool
+dig disconnect do doing done door down eat everything examine focus for game get given go grow happen heat help here
+how i i'll i'm in inside into is it let look may me mean measure mix move need now observed of off on one open option
+outside pick plant plants points pour power put read running says should so soil switch task tell temperature that
+the them there to turn up use wait water what which while with
 """.split())
 """Every word the templates below add themselves (lower case)."""
 
 
+def description(task: str) -> str:
+    """The task description alone, without the first look that ``reset`` appends (``initial_look``).
+
+    Rooms and objects in that look are not what the task *asks* for, so phrases
+    like "the task says ..." consult the description only.
+    """
+    lines = []
+    for line in task.splitlines():
+        if line.startswith(("This room is called", "This outside location")):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _article(text: str) -> str:
+    """ScienceWorld's ``a(n) animal`` -> ``an animal``."""
+    return re.sub(r"\ba\(n\) (\w)", lambda m: ("an " if m.group(1) in "aeiou" else "a ") + m.group(1), text)
+
+
 def goal(task: str) -> str:
-    """``"Your task is to boil water. ..."`` -> ``"boil water"`` (at most MAX_GOAL_WORDS words)."""
+    """``"Your task is to boil water. ..."`` -> ``"boil water"`` (its first clause, at most MAX_GOAL_WORDS words)."""
     m = _GOAL.search(task)
-    text = m.group(1) if m else "finish the task"
-    text = text.replace("a(n) ", "a ").split(",")[0].strip()
-    words = text.split()
-    return " ".join(words[:MAX_GOAL_WORDS])
+    text = _article(m.group(1)) if m else "finish the task"
+    return " ".join(text.split(",")[0].split()[:MAX_GOAL_WORDS])
+
+
+def _sentences(desc: str) -> list[str]:
+    return [x.strip() for x in re.split(r"(?<=[.!?])\s+", " ".join(desc.split())) if x.strip()]
+
+
+def _rule_for(desc: str, thing: str) -> str | None:
+    """The task sentence that names ``thing`` (a box, a room), or None."""
+    for sentence in _sentences(desc):
+        if re.search(rf"\b{re.escape(thing)}\b", sentence):
+            return sentence
+    return None
+
+
+def _focus(task: str, history: Sequence[Step], obj: str) -> str:
+    """Focus actions follow the task's "focus on ..." instructions in order; conditional ones ("If ...,
+    focus on the green box") follow what was observed."""
+    desc = description(task)
+    rule = _rule_for(desc, obj)
+    if rule is not None and rule.startswith("If"):
+        return f"Given what I observed, the task says to focus on the {obj} now."
+    done = sum(1 for s in history if s.observation.startswith("You focus on"))
+    steps = [m.group(1) for x in _sentences(desc) if not x.startswith("If")
+             for m in [re.search(r"[Ff]ocus on (the [^.,]+)", x)] if m]
+    if done < len(steps) and obj not in steps[done]:
+        return f"The task says to focus on {_article(steps[done])}, and that is the {obj}."
+    return f"For the task to {goal(task)}, I should focus on the {obj} now."
 
 
 def head(obj: str) -> str:
@@ -61,7 +104,10 @@ def _move(task: str, obj: str, dest: str) -> str:
         return f"To {g}, I need to heat it, so I'll move the {obj} to the {dest}."
     if _any(dest, _COOLERS):
         return f"To {g}, I need to cool it down, so I'll move the {obj} to the {dest}."
-    if dest in task:
+    rule = _rule_for(description(task), dest)
+    if rule is not None and rule.startswith("If"):
+        return f"Given what I observed, the task says to put it in the {dest}, so I'll move the {obj} there."
+    if rule is not None:
         return f"The task says to put it in the {dest}, so I'll move the {obj} there."
     if "sink" in dest:
         return f"I'll move the {obj} to the {dest} so I can get water into it."
@@ -89,9 +135,11 @@ def _wait(task: str) -> str:
 
 
 def _teleport(task: str, room: str) -> str:
-    if room in task:
-        return f"The task points me to the {room}, so I'll go there."
-    return f"To {goal(task)}, I should look in the {room}, so I'll go there."
+    where = "outside" if room == "outside" else f"to the {room}"
+    if _rule_for(description(task), room) is not None:
+        return f"The task points me {where}, so I'll go there."
+    where = "outside" if room == "outside" else f"in the {room}"
+    return f"To {goal(task)}, I should look {where}, so I'll go there."
 
 
 def expert_thought(task: str, history: Sequence[Step], action: str) -> str:
@@ -110,7 +158,7 @@ def expert_thought(task: str, history: Sequence[Step], action: str) -> str:
     if a == "inventory":
         return "Let me check what I am carrying."
     if m := re.fullmatch(r"focus on (.+)", a):
-        return f"For the task to {g}, I should focus on the {head(m.group(1))} now."
+        return _focus(task, history, head(m.group(1)))
     if m := re.fullmatch(r"pick up (.+)", a):
         obj = head(m.group(1))
         return f"I'll need the {obj} to {g}, so I'll pick it up."
@@ -119,7 +167,9 @@ def expert_thought(task: str, history: Sequence[Step], action: str) -> str:
     if m := re.fullmatch(r"drop (.+)", a):
         return f"I'll put the {head(m.group(1))} down here."
     if m := re.fullmatch(r"pour (.+) (?:into|in) (.+)", a):
-        return f"I'll pour the {head(m.group(1))} into the {head(m.group(2))} to combine them."
+        what, dest = head(m.group(1)), head(m.group(2))
+        purpose = "water the plant" if "flower pot" in dest else "combine them"
+        return f"I'll pour the {what} into the {dest} to {purpose}."
     if m := re.fullmatch(r"mix (.+)", a):
         return f"Everything is in the {head(m.group(1))} now, so I'll mix it."
     if m := re.fullmatch(r"activate (.+)", a):
@@ -145,6 +195,8 @@ def expert_thought(task: str, history: Sequence[Step], action: str) -> str:
         return f"The {head(m.group(1))} may tell me what to do, so I'll read it."
     if m := re.fullmatch(r"open (.+)", a):
         return f"I'll open the {head(m.group(1))} to look at what is inside."
+    if m := re.fullmatch(r"close door to (.+)", a):
+        return f"I'll close the door to the {m.group(1)}."
     if m := re.fullmatch(r"close (.+)", a):
         return f"I'm done with the {head(m.group(1))}, so I'll close it."
     if m := re.fullmatch(r"eat (.+)", a):

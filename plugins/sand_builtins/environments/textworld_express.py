@@ -34,7 +34,15 @@ Expert
     after success. :meth:`TextWorldExpressEnv._clean_gold` drops the rejected
     actions and the tail, and (``shorten_expert``) cuts navigation cycles; the
     result is replayed to check it still succeeds, else the raw gold path is
-    used.
+    used. Note that the cut coin path walks straight to the coin's room, which
+    the agent cannot know before it sees the coin.
+
+Expert thoughts
+    With ``expert_thoughts`` (default) every gold action gets one short ReAct
+    thought from :mod:`~sand_builtins.environments.textworld_express_thoughts`,
+    written only from the task and the observations so far ("There is no coin
+    in the kitchen, so I'll explore the pantry to the north."); the cut coin
+    path's foreknowledge is never put into words.
 """
 
 from __future__ import annotations

