@@ -7,8 +7,10 @@ The default suite runs them with the tiny model (minutes matter in CI); the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,11 @@ FAST = ("model.base=tiny-random", "data.limit=1", "eval.limit=1", "trainer.max_s
 
 def _needs(module):
     pytest.importorskip(module, reason=f"{module} not installed (pip install 'sand-framework[{module}]')")
+    if module == "alfworld":  # the engine installs with pip; the game data is a separate download
+        data = os.environ.get("ALFWORLD_DATA", "")
+        if not data or not (Path(data) / "json_2.1.1").is_dir():
+            pytest.skip("ALFWorld game data not found: run `alfworld-download` and set ALFWORLD_DATA "
+                        "(CI uses ../shared/alfworld beside the checkout)")
 
 
 @pytest.mark.parametrize("env,module", [("alfworld", "alfworld"), ("sciworld", "scienceworld")])
