@@ -228,6 +228,12 @@ class ChatFormat:
         return ids, mask
 
 
+def has_tokenizer(directory: str | os.PathLike | None) -> bool:
+    """Whether a weights directory carries its own tokenizer (and so its own chat template)."""
+    return bool(directory) and any(
+        (Path(directory) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
+
+
 def agent_format(weights: str | os.PathLike, base: ChatFormat) -> ChatFormat:
     """The format trained weights were trained with: their saved tokenizer's, else the base model's.
 
@@ -235,8 +241,7 @@ def agent_format(weights: str | os.PathLike, base: ChatFormat) -> ChatFormat:
     :data:`FORMAT_FILE`; weights from elsewhere without a tokenizer use the base
     model's format, which is what they were trained on in SAND's loop.
     """
-    weights = Path(weights)
-    if not any((weights / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+    if not has_tokenizer(weights):
         return base
     fmt = ChatFormat.from_pretrained(weights)
     return base if fmt.template == base.template else fmt

@@ -29,6 +29,17 @@ def tiny_model_dir(tmp_path_factory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
 
 
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    """The real transformers policy on the tiny model (a test module may define its own ``policy`` instead)."""
+    from sand_framework.plugins import load_plugins
+
+    p = load_plugins().registries().build("policy", "transformers", {"threads": 1})
+    p.setup(tiny_model_dir)
+    yield p
+    p.close()
+
+
 @pytest.fixture(scope="session")
 def registries():
     from sand_framework.plugins import load_plugins

@@ -15,16 +15,6 @@ from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Candidate, Step, Trajectory
 
 
-@pytest.fixture(scope="module")
-def policy(tiny_model_dir):
-    from sand_framework.plugins import load_plugins
-
-    p = load_plugins().registries().build("policy", "transformers", {"threads": 1})
-    p.setup(tiny_model_dir)
-    yield p
-    p.close()
-
-
 @pytest.fixture
 def expert(twx):
     task_id = twx.tasks("train")[1]

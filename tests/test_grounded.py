@@ -26,16 +26,6 @@ INVALID = "dance wildly"
 
 
 @pytest.fixture(scope="module")
-def policy(tiny_model_dir):
-    from sand_framework.plugins import load_plugins
-
-    p = load_plugins().registries().build("policy", "transformers", {"threads": 1})
-    p.setup(tiny_model_dir)
-    yield p
-    p.close()
-
-
-@pytest.fixture(scope="module")
 def env():
     from sand_builtins.environments.textworld_express import TextWorldExpressEnv
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from sand_framework import hookimpl
-from sand_framework.chat_format import ChatFormat
+from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import Trainer, TrainRequest
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.sft_data import build_dataset
@@ -164,12 +164,6 @@ def _is_adapter(path: str | None) -> bool:
     return bool(path) and (Path(path) / "adapter_config.json").exists()
 
 
-def _has_tokenizer(path: str | None) -> bool:
-    return bool(path) and any(
-        (Path(path) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
-    )
-
-
 def _rich_progress_callback():
     from transformers import TrainerCallback
 
@@ -289,7 +283,7 @@ class TrlSftTrainer(Trainer):
         set_seed(request.seed)
 
         use_cuda, dtype, bf16 = self._device()
-        fmt_src = request.init_weights if _has_tokenizer(request.init_weights) else request.base_model
+        fmt_src = request.init_weights if has_tokenizer(request.init_weights) else request.base_model
         self.chat_format = ChatFormat.from_pretrained(fmt_src)
         tokenizer = self.chat_format.tokenizer
         if tokenizer.pad_token is None:  # the collator pads; padded positions never carry loss
