@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,9 @@ class ChatFormat:
                 "and point model.base at DIR.")
         self.template = template
         self.system = self._system_mode()
+        if self.system == "fold":  # once per model and process: warnings.warn skips repeats of a message
+            warnings.warn(f"{self.source}: the chat template renders no system role, so system text is folded "
+                          "into the first user turn (training and prompts alike)", stacklevel=2)
         self.end_of_turn_ids = self._end_of_turn_ids()
 
     # -- loading and saving ---------------------------------------------------

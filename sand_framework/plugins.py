@@ -26,6 +26,7 @@ import importlib
 import importlib.metadata as md
 import importlib.util
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -76,9 +77,8 @@ HOOK_NAMES: tuple[str, ...] = tuple(n for n in dir(hookspecs) if n.startswith("s
 """Every hook SAND calls."""
 
 
-def warn(message: str) -> None:
-    """A plugin problem that does not stop SAND (stderr, one line)."""
-    print(f"warning: {message}", file=sys.stderr)
+log = logging.getLogger(__name__)
+"""Plugin problems that do not stop SAND are warnings here (stderr, and the run's run.log)."""
 
 
 def _failure(exc: BaseException) -> str:
@@ -187,14 +187,14 @@ class PluginSet:
         for hook in hooks:
             if hook not in HOOK_NAMES:
                 close = difflib.get_close_matches(hook, HOOK_NAMES, n=1)
-                warn(f"plugin {name!r} implements {hook!r}, which is not a SAND hook, so it is never called"
-                     + (f" (did you mean {close[0]!r}?)" if close else "; see docs/hooks.md"))
+                log.warning(f"plugin {name!r} implements {hook!r}, which is not a SAND hook, so it is never called"
+                            + (f" (did you mean {close[0]!r}?)" if close else "; see docs/hooks.md"))
         for attr in dir(module):
             fn = getattr(module, attr, None)
             if attr in HOOK_NAMES and callable(fn) and attr not in hooks and \
                     getattr(fn, "__module__", None) == getattr(module, "__name__", None):
-                warn(f"plugin {name!r} defines {attr}() without @hookimpl, so it is never called; decorate it "
-                     "with `@sand_framework.hookimpl`")
+                log.warning(f"plugin {name!r} defines {attr}() without @hookimpl, so it is never called; decorate it "
+                            "with `@sand_framework.hookimpl`")
 
     def load_builtins(self) -> None:
         version = _version("sand-framework")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -106,6 +107,12 @@ def test_system_text_is_folded_where_the_template_rejects_it(family):
         assert "Be brief.\n\nYou are playing a text game." in text
     ids, mask = fmt.training_example(chat)
     assert len(_runs(ids, mask)) == 4
+    with warnings.catch_warnings(record=True) as caught:  # the fold is said, so a user learns of it
+        warnings.simplefilter("always")
+        ChatFormat(fmt.tokenizer, source=name)
+    assert [str(w.message) for w in caught if "folded into the first user turn" in str(w.message)] == \
+        ([f"{name}: the chat template renders no system role, so system text is folded into the first user turn "
+          "(training and prompts alike)"] if expected == "fold" else [])
 
 
 def test_a_template_that_rewrites_past_turns_is_refused(tmp_path):

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
 import tempfile
 import traceback
 from functools import wraps
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sand_framework.config.codegate import ALLOW_FLAG, allow_recipe_plugins
-from sand_framework.errors import SandError
+from sand_framework.errors import RecipeError, SandError
+
+if TYPE_CHECKING:
+    from sand_framework.registry import Registries
 
 DEBUG_VAR = "SAND_DEBUG"
 
@@ -79,3 +86,32 @@ def friendly(fn):
         except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
             sys.exit(_report_unexpected(exc))
     return wrapper
+
+
+def echo_eval(metrics: dict[str, Any], out_dir: str | Path) -> None:
+    """What ``sand run`` and ``sand eval`` print when done: the evaluation as JSON, then where metrics.json is."""
+    click.echo(json.dumps(metrics["eval"], indent=2))
+    click.echo(f"metrics: {Path(out_dir) / 'metrics.json'}")
+
+
+def params_dict(params: Any) -> dict[str, Any]:
+    """A component's parameters as a plain mapping (``{}`` for a component without a Params dataclass)."""
+    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else dict(params or {})
+
+
+def build_environment(registries: Registries, name: str, values: dict[str, Any]) -> Any:
+    """The environment ``name`` with parameters given on the command line, checked as a recipe's would be.
+
+    Raises :class:`RecipeError` (exit 2) listing every problem: an unknown name (with "did you mean"), a field
+    the environment does not have, a value out of range, or one its constructor rejects.
+    """
+    from sand_framework.config.validate import component_params
+
+    cls = registries["environment"].get(name)
+    params, problems = component_params(registries, "environment", name, values)
+    if not problems:
+        try:
+            return cls(params)
+        except (TypeError, ValueError) as exc:  # the constructor rejects a value
+            problems = [f"environment[{name}]: {exc}"]
+    raise RecipeError(problems, "command line")

@@ -15,42 +15,28 @@ per line, keeping reward, success and ``meta``: ETO's id and extra fields).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from sand_framework.cli.common import PLUGINS_DIR, friendly
-from sand_framework.config.load import parse_value
+from sand_framework.cli.common import PLUGINS_DIR, build_environment, friendly, params_dict
 from sand_framework.errors import SandError
 from sand_framework.eto import import_eto
 from sand_framework.formats import write_trajectory_files as write_outputs
+
+if TYPE_CHECKING:
+    from sand_framework.registry import Registries
 
 
 class DataError(SandError):
     exit_code = 2
 
 
-def _parse_sets(items: tuple[str, ...], what: str) -> dict[str, Any]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise DataError(f"{what} {item!r} is not key=value")
-        try:
-            out[key.strip()] = parse_value(value)
-        except ValueError as exc:  # refused by the bounded YAML loader
-            raise DataError(f"{what} {key}: {exc}") from None
-    return out
+def _environment(name: str, base: dict[str, Any], sets: tuple[str, ...], registries: Registries):
+    """The environment ``name``: ``base`` parameters (a recipe's) updated by the ``--set key=value`` items."""
+    from sand_framework.config.load import parse_overrides
 
-
-def build_env(name: str, params: dict[str, Any], plugin_dirs: list[str]):
-    from sand_framework.plugins import load_plugins
-
-    regs = load_plugins(dirs=plugin_dirs).registries()
-    try:
-        return regs.build("environment", name, params or None)
-    except (TypeError, ValueError) as exc:  # unknown Params field, a value the environment rejects
-        raise DataError(f"environment {name!r}: bad parameter ({exc})") from exc
+    return build_environment(registries, name, {**base, **parse_overrides(list(sets))})
 
 
 def _report(problems: list[str], shown: int = 10) -> None:
@@ -77,7 +63,9 @@ def command() -> None:
 @friendly
 def import_eto_cmd(file, env_name, out, env_sets, limit, verify, plugin_dirs):
     """Convert ETO expert FILE (ShareGPT JSON) to this framework's task ids."""
-    env = build_env(env_name, _parse_sets(env_sets, "--set"), list(plugin_dirs))
+    from sand_framework.plugins import load_plugins
+
+    env = _environment(env_name, {}, env_sets, load_plugins(dirs=list(plugin_dirs)).registries())
     try:
         trajs, problems = import_eto(file, env, limit=limit, verify=verify)
     finally:
@@ -121,19 +109,15 @@ def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_
         modules, dirs = list(r.plugins.modules), dirs + list(r.plugins.dirs)
         rname, rparams = r.slots["environment"]
         if env_name in (None, rname):
-            env_name, env_params = rname, _asdict(rparams)
+            env_name, env_params = rname, params_dict(rparams)
         pname, pparams = r.slots["policy"]
         if policy_name in (None, pname):
-            policy_name, policy_params = pname, _asdict(pparams)
+            policy_name, policy_params = pname, params_dict(pparams)
     if env_name is None:
         raise DataError("give --env or --recipe")
-    env_params.update(_parse_sets(env_sets, "--set"))
     plugins = load_plugins(modules, dirs)
     regs = plugins.registries()
-    try:
-        env = regs.build("environment", env_name, env_params or None)
-    except (TypeError, ValueError) as exc:  # a parameter the environment does not have, or rejects
-        raise DataError(f"environment {env_name!r}: bad parameter ({exc})") from exc
+    env = _environment(env_name, env_params, env_sets, regs)
     try:
         task_ids = env.tasks(split)[:limit]
         trajs, failed = [], []
@@ -159,12 +143,6 @@ def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_
         raise DataError(f"no expert trajectory succeeded on {env_name}/{split}")
     sharegpt, side = write_outputs(out, trajs)
     click.echo(f"wrote {len(trajs)} expert trajectories -> {sharegpt}, {side}")
-
-
-def _asdict(params: Any) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else dict(params or {})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,6 @@ longer than the step cap fails (the engine would cut it too); pass
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -23,7 +22,7 @@ from typing import Any
 
 import click
 
-from sand_framework.cli.common import PLUGINS_DIR, friendly
+from sand_framework.cli.common import PLUGINS_DIR, build_environment, friendly, params_dict
 from sand_framework.errors import RecipeError, SandError
 
 MAX_FAILURES_SHOWN = 10
@@ -46,25 +45,9 @@ def _build_env(env_name: str, recipe: str | None, overrides: list[str], plugin_d
         return registries.build("environment", name, params)
 
     from sand_framework.config.load import parse_overrides
-    from sand_framework.config.ranges import pending_problems
-    from sand_framework.config.typecheck import build, check_fields, instance_problems
     from sand_framework.plugins import load_plugins
 
-    registries = load_plugins(dirs=plugin_dirs).registries()
-    cls = registries["environment"].get(env_name)  # unknown name: "did you mean" + the list
-    values = parse_overrides(overrides)
-    where = f"environment[{env_name}]"
-    problems = check_fields(values, cls.Params, where)
-    if not problems:
-        try:
-            params = build(cls.Params, values)
-            problems = instance_problems(params, where, values) + pending_problems("environment", env_name, params,
-                                                                                   where)
-            if not problems:
-                return cls(params)
-        except (TypeError, ValueError) as exc:  # __post_init__ or the constructor rejects a value
-            problems = [f"{where}: {exc}"]
-    raise RecipeError(problems, "command line")
+    return build_environment(load_plugins(dirs=plugin_dirs).registries(), env_name, parse_overrides(overrides))
 
 
 def check_expert(env: Any, task_id: str) -> str | None:
@@ -139,7 +122,7 @@ def check(env_name, overrides, split, limit, recipe, plugin_dirs):
     report = {
         "env": env_name,
         "split": split,
-        "params": dataclasses.asdict(env.params) if dataclasses.is_dataclass(env.params) else {},
+        "params": params_dict(env.params),
         "tasks": len(tasks),
         "reached_goal": reached,
         "no_expert": no_expert,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from sand_framework.cli.common import PLUGINS_DIR, friendly
+from sand_framework.cli.common import PLUGINS_DIR, echo_eval, friendly
 
 
 @click.command("eval")
@@ -38,8 +37,7 @@ def command(model, overrides, recipe_ref, splits, limit, out_dir, label, plugin_
         out_dir = str(Path("evals") / _default_name(model, label))
     metrics = evaluate_model(model, recipe_ref, out_dir, list(splits), limit, list(overrides), list(plugin_dirs),
                              label)
-    click.echo(json.dumps(metrics["eval"], indent=2))
-    click.echo(f"metrics: {Path(out_dir) / 'metrics.json'}")
+    echo_eval(metrics, out_dir)
 
 
 def _default_name(model: str, label: str | None) -> str:

@@ -9,18 +9,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import typing
 
 import click
 import yaml
 
-from sand_framework.cli.common import PLUGINS_DIR, friendly
+from sand_framework.cli.common import PLUGINS_DIR, echo_eval, friendly
+from sand_framework.logs import DEFAULT_LEVEL, LEVEL_VAR, LEVELS, configure
 
 
 @click.group()
 @click.version_option(package_name="sand-framework")
-def main() -> None:
+@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default=DEFAULT_LEVEL,
+              envvar=LEVEL_VAR, show_default=True,
+              help=f"Least severe log record (SAND's, plugins', warnings) shown on stderr; a run's run.log keeps "
+                   f"info and above (debug too at debug). Same as {LEVEL_VAR}=LEVEL.")
+def main(log_level: str) -> None:
     """SAND: train LLM agents to deliberate before acting, with pluggable components."""
+    configure(log_level)
+
+
+def recipe_command(fn):
+    """``sand NAME RECIPE [k=v ...]``: a command that resolves a recipe with overrides (and may load plugins)."""
+    return main.command()(click.argument("recipe")(click.argument("overrides", nargs=-1)(PLUGINS_DIR(friendly(fn)))))
 
 
 @main.command()
@@ -38,15 +48,10 @@ def run(recipe, overrides, resume, run_dir, plugin_dirs):
         overrides = (recipe, *overrides)
         recipe = None
     metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir)
-    click.echo(json.dumps(metrics["eval"], indent=2))
-    click.echo(f"metrics: {path / 'metrics.json'}")
+    echo_eval(metrics, path)
 
 
-@main.command()
-@click.argument("recipe")
-@click.argument("overrides", nargs=-1)
-@PLUGINS_DIR
-@friendly
+@recipe_command
 def validate(recipe, overrides, plugin_dirs):
     """Check RECIPE and report every problem at once (exit 2 if any).
 
@@ -69,11 +74,7 @@ def validate(recipe, overrides, plugin_dirs):
                    f"{plugins.origins.get(info.name) or '?'}")
 
 
-@main.command()
-@click.argument("recipe")
-@click.argument("overrides", nargs=-1)
-@PLUGINS_DIR
-@friendly
+@recipe_command
 def config(recipe, overrides, plugin_dirs):
     """Print the resolved RECIPE (extends and overrides applied, component defaults filled in)."""
     from sand_framework.engine.runner import resolve
@@ -97,64 +98,9 @@ def plugins(plugin_dirs):
     click.echo(json.dumps([dataclasses.asdict(i) for i in ps.info.values()], indent=2))
 
 
-def _params_doc(cls: type) -> list[dict]:
-    from sand_framework.config.typecheck import describe_constraints
-
-    hints = typing.get_type_hints(cls)
-    extras = typing.get_type_hints(cls, include_extras=True)
-    out = []
-    for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        tp = hints[f.name]
-        name = tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
-        row = {"name": f.name, "type": name, "default": default}
-        allowed = describe_constraints(extras[f.name])
-        if allowed:
-            row["range"] = allowed
-        out.append(row)
-    return out
-
-
-@main.command()
-@click.argument("kind", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@PLUGINS_DIR
-@friendly
-def components(kind, as_json, plugin_dirs):
-    """List registered components (of one KIND, e.g. detector) with their parameters."""
-    from sand_framework.hookspecs import KINDS
-    from sand_framework.plugins import load_plugins
-
-    if kind is not None and kind not in KINDS:
-        import difflib
-
-        close = difflib.get_close_matches(kind, list(KINDS), n=1)
-        raise click.BadParameter(f"unknown kind {kind!r}{f' (did you mean {close[0]!r}?)' if close else ''}; "
-                                 f"kinds: {', '.join(KINDS)}")
-    regs = load_plugins(dirs=list(plugin_dirs)).registries()
-    rows = []
-    for k in [kind] if kind else list(KINDS):
-        for name in regs[k].names():
-            e = regs[k].entries[name]
-            rows.append({"kind": k, "name": name, "plugin": e.plugin, "description": e.cls.description,
-                         "params": _params_doc(e.cls.Params)})
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("kind", "name", "plugin", "params", "description")
-    for r in rows:
-        params = ", ".join(f"{p['name']}={p['default']!r}" for p in r["params"])
-        table.add_row(r["kind"], r["name"], r["plugin"], params, r["description"])
-    Console().print(table)
-
-
-# Command groups living in their own modules (sand data ..., sand env ..., sand report, sand eval).
+# Command groups living in their own modules (sand components, sand data ..., sand env ..., sand report, ...).
 # Each module defines a click command or group named ``command``.
-COMMAND_MODULES = ("data", "env", "report", "evaluate", "sweep")
+COMMAND_MODULES = ("components", "data", "env", "report", "evaluate", "sweep")
 
 
 def _add_command_modules() -> None:

@@ -26,6 +26,26 @@ def _unknown_top(key: Any) -> str:
     return f"{key if len(key) <= 100 else short(key, 100)}: unknown top-level key{hint}; valid: {', '.join(valid)}"
 
 
+def component_params(registries: Registries, kind: str, name: str, values: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The registered component's ``Params`` built from ``values``, or ``None`` with every problem found.
+
+    Recipes and commands that take a component's parameters on the command
+    line (``sand env check ENV k=v``) check them alike: field names and types,
+    ranges, ``__post_init__`` and the checks that need the built parameters.
+    """
+    cls = registries[kind].get(name).Params
+    where = f"{kind}[{name}]"
+    problems = check_fields(values, cls, where)
+    if problems:
+        return None, problems
+    try:
+        built = build(cls, values)
+    except (TypeError, ValueError) as exc:  # Params.__post_init__ checks
+        return None, [f"{where}: {exc}"]
+    problems = instance_problems(built, where, values) + pending_problems(kind, name, built, where)
+    return (None if problems else built), problems
+
+
 def validate(data: dict[str, Any], registries: Registries, source: str | None = None) -> Recipe:
     from sand_framework.errors import RecipeError
 
@@ -70,21 +90,10 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
             shown = name if isinstance(name, str) and len(name) <= 100 else short(name, 100)
             problems.append(f"{kind}.name: {registries[kind].suggest(shown)}")
             continue
-        cls = registries[kind].get(name).Params
-        params = {k: v for k, v in node.items() if k != "name"}
-        found = check_fields(params, cls, f"{kind}[{name}]")
+        built, found = component_params(registries, kind, name, {k: v for k, v in node.items() if k != "name"})
         problems += found
-        if not found:
-            try:
-                built = build(cls, params)
-            except (TypeError, ValueError) as exc:  # Params.__post_init__ checks
-                problems.append(f"{kind}[{name}]: {exc}")
-                continue
-            where = f"{kind}[{name}]"
-            found = instance_problems(built, where, params) + pending_problems(kind, name, built, where)
-            problems += found
-            if not found:
-                slots[kind] = (name, built)
+        if built is not None:
+            slots[kind] = (name, built)
     env_node = data.get("environment")
     env_name = env_node.get("name") if isinstance(env_node, dict) else None
     if isinstance(env_name, str) and env_name in registries["environment"]:

@@ -15,9 +15,11 @@ from sand_framework.config.load import merge, parse_overrides
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import DiskFullError, RunDirError
+from sand_framework.logs import run_log
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir
+from sand_framework.store.rundir import RUN_LOG
 
 
 def _plugin_lists(data: dict[str, Any], extra_dirs: list[str]) -> tuple[list[str], list[str]]:
@@ -93,7 +95,8 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
         ctx.console.print(f"[bold]run directory[/]: {rd.path}")
         try:
-            metrics = Pipeline(ctx).run()
+            with run_log(rd.path / RUN_LOG):
+                metrics = Pipeline(ctx).run()
         except Exception as exc:
             if disk_full(exc, rd.path):
                 raise DiskFullError(

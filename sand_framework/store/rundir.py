@@ -8,6 +8,7 @@ Layout::
       state.json           finished stages, in order; paths inside the run are stored relative to it
                            (``./weights/iter0/final``), so a copied or moved run uses its own files
       run.lock             held (flock) by the process running it
+      run.log              the run's log records (SAND's, plugins', warnings), appended by every resume
       expert/trajectories.units.jsonl
       iter1/synthesis.units.jsonl   one unit per expert trajectory
       iter1/deliberation.sharegpt.json, iter1/deliberation.messages.jsonl
@@ -33,6 +34,9 @@ from typing import Any
 
 from sand_framework.errors import RunDirError
 from sand_framework.store.files import UnitLog, atomic_write_json, atomic_write_text, not_writable, read_json
+
+RUN_LOG = "run.log"
+"""The run's log file: every log record of ``sand run`` while it holds the run, appended by each resume."""
 
 RUN_RELATIVE = "./"
 """Prefix of a path stored relative to the run directory (in ``state.json`` stage results)."""

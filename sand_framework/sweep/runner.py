@@ -21,6 +21,7 @@ from rich.console import Console
 from sand_framework.engine.reuse import reuse_stages
 from sand_framework.engine.runner import create, reopen
 from sand_framework.errors import SandError
+from sand_framework.logs import console_level
 from sand_framework.store.files import atomic_write_json, read_json
 from sand_framework.sweep.spec import ArmSpec, SweepSpec, arm_overrides
 
@@ -84,7 +85,8 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
             t0 = time.time()
             try:
                 prepare_run(spec, arm, seed, out, list(plugin_dirs))
-                cmd = [sys.executable, "-m", "sand_framework.cli.main", "run", "--resume", str(path)]
+                cmd = [sys.executable, "-m", "sand_framework.cli.main", "--log-level", console_level(), "run",
+                       "--resume", str(path)]
                 for d in plugin_dirs:
                     cmd += ["--plugins-dir", d]
                 rc = subprocess.call(cmd, env=os.environ.copy())

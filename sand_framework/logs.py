@@ -1,0 +1,107 @@
+"""Where log records go: stderr at the level the user chose, and the run directory's ``run.log``.
+
+SAND, its plugins and the libraries they use all log through Python's
+:mod:`logging` under their own module names, so the records are routed at
+the root logger, once per command (:func:`configure`): nothing needs a SAND
+import to be seen. ``warnings.warn`` calls are routed the same way, so a
+plugin's warning lands in ``run.log`` too.
+
+The console handler looks up ``sys.stderr`` at every record instead of
+keeping the stream it started with: rich's progress display swaps
+``sys.stderr`` while its bars are drawn, and records written through the swap
+print above the bars instead of through them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
+"""The levels ``--log-level`` accepts, most verbose first."""
+
+DEFAULT_LEVEL = "warning"
+"""The console's level unless told otherwise: warnings and errors, from SAND and plugins alike."""
+
+LEVEL_VAR = "SAND_LOG_LEVEL"
+"""Environment variable giving ``--log-level``'s value."""
+
+RUN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (see the module docstring)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ assigns one; the live sys.stderr wins
+        pass
+
+
+class _ConsoleFormatter(logging.Formatter):
+    """``warning: message``, the way SAND's own messages read on the console."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {super().format(record)}"
+
+
+def configure(level: str = DEFAULT_LEVEL) -> None:
+    """Send log records at ``level`` and above to stderr (replacing an earlier call's handler).
+
+    The root logger passes info records on even when the console shows only
+    warnings, so that ``run.log`` keeps them (debug ones too at ``debug``).
+    """
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(old)
+    handler = _StderrHandler()
+    handler.setLevel(level.upper())
+    handler.setFormatter(_ConsoleFormatter("%(message)s"))
+    root.addHandler(handler)
+    root.setLevel(min(logging.INFO, handler.level))
+    logging.captureWarnings(True)
+
+
+def console_level() -> str:
+    """The level :func:`configure` set (``DEFAULT_LEVEL`` before any call): what child ``sand`` runs inherit."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, _StderrHandler)]
+    return logging.getLevelName(handlers[-1].level).lower() if handlers else DEFAULT_LEVEL
+
+
+class _RunLogHandler(logging.FileHandler):
+    """Appends to ``run.log``; a record it cannot write (full disk) is dropped without a word.
+
+    logging's default is a traceback on stderr per failed record, and a full
+    disk must end the run with its own one-line message (exit 6), not those.
+    """
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        pass
+
+
+@contextmanager
+def run_log(path: Path) -> Iterator[None]:
+    """Append every record that reaches the root logger to ``path`` while the block runs (a run's ``run.log``).
+
+    An exception that ends the block is written there too, with its traceback, so the run directory says why
+    the run stopped; only the file gets it, the command prints its own one-line message.
+    """
+    handler = _RunLogHandler(path, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    except BaseException as exc:
+        handler.handle(logging.LogRecord(__name__, logging.ERROR, __file__, 0, "the run stopped: %s: %s",
+                                         (type(exc).__name__, exc), (type(exc), exc, exc.__traceback__)))
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()

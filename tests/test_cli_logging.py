@@ -1,0 +1,92 @@
+"""Log records reach stderr at ``--log-level`` and the run directory's ``run.log``, plugins' included.
+
+A real tiny run (the smoke recipe cut to one SFT stage) with a plugin whose
+``sand_run_start`` hook logs at every level and calls ``warnings.warn``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from sand_framework.cli.main import main
+from sand_framework.logs import LEVELS
+
+SAND = [sys.executable, "-m", "sand_framework.cli.main"]
+TINY = ["smoke", "run.iterations=0", "data.limit=1", "trainer.max_steps=1", "eval.limit=1", "eval.splits=[unseen]",
+        "eval.models=[sft]"]
+PLUGIN = '''
+import logging
+import warnings
+
+from sand_framework import hookimpl
+
+log = logging.getLogger("chatty_plugin")
+
+
+@hookimpl
+def sand_run_start(context):
+    log.debug("chatty: debug record")
+    log.info("chatty: info record")
+    log.warning("chatty: warning record")
+    warnings.warn("chatty: warnings.warn call")
+'''
+
+
+def sand(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plugins")
+    (folder / "chatty.py").write_text(PLUGIN)
+    return folder
+
+
+def test_plugin_records_reach_stderr_and_run_log_and_resume_appends(plugin_dir, tmp_path):
+    run = tmp_path / "run"
+    first = sand("run", *TINY, "--run-dir", str(run), "--plugins-dir", str(plugin_dir))
+    assert "warning: chatty: warning record" in first.stderr
+    assert "chatty: warnings.warn call" in first.stderr
+    assert "chatty: info record" not in first.stderr and "chatty: debug record" not in first.stderr
+    log = (run / "run.log").read_text()
+    assert "WARNING chatty_plugin: chatty: warning record" in log
+    assert "chatty: warnings.warn call" in log
+    assert "INFO chatty_plugin: chatty: info record" in log  # run.log keeps info at the default level
+    assert "chatty: debug record" not in log
+
+    again = sand("--log-level", "debug", "run", "--resume", str(run))
+    assert "debug: chatty: debug record" in again.stderr and "info: chatty: info record" in again.stderr
+    log2 = (run / "run.log").read_text()
+    assert log2.startswith(log), "a resume appends to run.log"
+    assert log2.count("chatty: warning record") == 2 and "DEBUG chatty_plugin: chatty: debug record" in log2
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(how):
+    args, env = (["--log-level", "loud", "plugins"], {}) if how == "option" else (["plugins"],
+                                                                                  {"SAND_LOG_LEVEL": "loud"})
+    res = CliRunner(env=env).invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert "'loud' is not one of" in res.output and all(f"'{level}'" in res.output for level in LEVELS)
+
+
+def test_log_level_is_case_insensitive():
+    assert CliRunner().invoke(main, ["--log-level", "DEBUG", "plugins"]).exit_code == 0
+
+
+def test_the_error_that_stops_a_run_is_in_its_run_log(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("\x01garbage")
+    run = tmp_path / "run"
+    proc = subprocess.run([*SAND, "run", "smoke", f"model.base={tmp_path / 'model'}", "--run-dir", str(run)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    log = (run / "run.log").read_text()
+    assert "ERROR sand_framework.logs: the run stopped: ModelUnavailable" in log and "Traceback" in log
