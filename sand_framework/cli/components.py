@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import itertools
 import json
 import typing
 from typing import Any
@@ -52,19 +51,22 @@ def params_doc(cls: type) -> list[dict[str, Any]]:
     return out
 
 
-def as_text(rows: list[dict[str, Any]]) -> str:
+def as_text(kinds: list[str], rows: list[dict[str, Any]]) -> str:
     """The listing: per kind, each component's name and description, its parameters' defaults, its plugin."""
     width = max((len(r["name"]) for r in rows), default=0)
     indent = " " * (width + 4)
     lines: list[str] = []
-    for kind, group in itertools.groupby(rows, key=lambda r: r["kind"]):
+    for kind in kinds:
         lines.append(click.style(kind, bold=True))
+        group = [r for r in rows if r["kind"] == kind]
         for r in group:
             params = ", ".join(f"{p['name']}={p['default']!r}" for p in r["params"]) or "none"
             lines += [f"  {r['name']:<{width}}  {r['description'] or ''}".rstrip(),
                       f"{indent}params: {params}", f"{indent}plugin: {r['plugin']}"]
+        if not group:
+            lines.append("  (none registered)")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines[:-1])
 
 
 @click.command("components")
@@ -88,4 +90,4 @@ def command(kind, as_json, plugin_dirs):
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
     else:
-        click.echo(as_text(rows).rstrip("\n"))
+        click.echo(as_text(kinds, rows))
