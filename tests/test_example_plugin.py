@@ -2,8 +2,9 @@
 
 The package is pip-installed with ``--no-deps --target`` into a temporary
 folder (never into the venv, so the rest of the suite does not see it) and the
-``sand`` CLI runs in subprocesses with that folder on ``PYTHONPATH``: exactly
-how SAND meets a third-party package, through the ``sand`` entry-point group.
+``sand`` CLI runs in subprocesses with that folder (and this checkout's
+``sand_framework`` and built-ins) on ``PYTHONPATH``: exactly how SAND meets a
+third-party package, through the ``sand`` entry-point group.
 Also covers the loader's allow/deny variables, a plugin that fails to import
 and two plugins that claim the same component name.
 """
@@ -24,6 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "plugins" / "examples" / "sand-example-plugin"
 RECIPE = PKG / "recipes" / "example.yaml"
+DELIBERATE_RECIPE = PKG / "recipes" / "example-deliberate.yaml"
 ENV_VARS = ("SAND_PLUGINS_ALLOW", "SAND_PLUGINS_DENY", "SAND_LOAD_ENTRYPOINTS", "SAND_RECIPE_PATH")
 
 
@@ -31,8 +33,8 @@ def _env(site: Path | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS and k != "PYTHONPATH"}
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", SAND_NO_PROGRESS="1", PYTHONDONTWRITEBYTECODE="1")
     env.setdefault("SAND_CACHE", str(REPO / ".sand_cache"))
-    if site is not None:
-        env["PYTHONPATH"] = str(site)
+    # This checkout's framework and built-ins, whatever copy of SAND the interpreter has installed.
+    env["PYTHONPATH"] = os.pathsep.join([*([str(site)] if site is not None else []), str(REPO), str(REPO / "plugins")])
     env.update(extra)
     return env
 
@@ -101,11 +103,22 @@ def test_validate_example_recipe(site):
     assert bad.returncode == 2 and "detector[majority_margin]" in bad.stderr and "threshold" in bad.stderr
 
 
-def test_run_example_recipe(site, tmp_path):
-    proc = sand(site, "run", str(RECIPE), f"run.output_dir={tmp_path}", "data.limit=2", "eval.limit=1",
-                "trainer.max_steps=1", timeout=600)
+def test_run_example_recipe_reaches_the_deliberate_branch(site, tmp_path):
+    """The docs' smoke run, with ``expert_mix`` candidates so the detector's deliberate branch runs end to end."""
+    proc = sand(site, "run", str(DELIBERATE_RECIPE), f"run.output_dir={tmp_path}", "data.limit=2", "eval.limit=1",
+                "trainer.max_steps=1", "--allow-recipe-plugins", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert run_dir.name.startswith("example-deliberate-")  # run.output_dir/NAME-STAMP
+    log = run_dir / "iter1" / "synthesis.units.jsonl"
+    units = [json.loads(line)["data"] for line in log.read_text().splitlines()]
+    records = [r for u in units for r in u["records"]]
+    assert records, "no step was deliberated"
+    for r in records:  # majority_margin deliberated on real light-switch actions, each rolled out and critiqued
+        assert r["detector_score"] < 0.6 and len(r["candidates"]) >= 2
+        assert all(c["action"].startswith("press switch") for c in r["candidates"])
+        assert len(r["rollouts"]) == len(r["candidates"]) == len(r["critiques"])
+        assert r["synthesis"]["thought"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert set(metrics["eval"]) == {"sft", "final"}
     assert metrics["eval"]["final"]["unseen"]["tasks"] == 1

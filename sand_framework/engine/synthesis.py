@@ -25,7 +25,7 @@ from sand_framework.components import (
     Synthesizer,
 )
 from sand_framework.prompting import trajectory_chat
-from sand_framework.types import Candidate, DeliberationRecord, Rollout, Step, Trajectory
+from sand_framework.types import Candidate, Decision, DeliberationRecord, Rollout, Step, Trajectory
 
 
 @dataclass
@@ -107,6 +107,22 @@ def candidates_for(env: Environment, step: Step, proposals: list) -> list[Candid
     return list(cands.values())
 
 
+def detector_input(env: Environment, step: Step, proposals: list) -> tuple[list[str], str]:
+    """What a detector decides on: the proposals normalized (``""`` for invalid ones) and the expert action."""
+    return [env.normalize_action(p.action) if p.valid else "" for p in proposals], env.normalize_action(step.action)
+
+
+def decide_step(env: Environment, detector: Detector, step: Step, proposals: list) -> tuple[Decision, list[Candidate]]:
+    """The detector's decision at ``step`` and the candidates the engine deliberates on there.
+
+    The step is deliberated only when the detector says so *and* there are at
+    least two distinct valid candidates; the list is empty when it is not.
+    """
+    decision = detector.decide(*detector_input(env, step, proposals))
+    cands = candidates_for(env, step, proposals) if decision.deliberate else []
+    return decision, cands if len(cands) > 1 else []
+
+
 def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[SynthesisOutput]:
     # 1. Self-consistency action sampling at every step of every trajectory.
     sample_reqs = [SampleRequest(t, i, trajectory_chat(t, upto=i)) for t in trajs for i in range(len(t.steps))]
@@ -119,12 +135,9 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
         step = req.trajectory.steps[req.step_index]
         samples_total += len(props)
         samples_valid += sum(p.valid for p in props)
-        sampled = [c.env.normalize_action(p.action) if p.valid else "" for p in props]
-        decision = c.detector.decide(sampled, c.env.normalize_action(step.action))
-        if decision.deliberate:
-            cands = candidates_for(c.env, step, props)
-            if len(cands) > 1:
-                chosen.append((req, cands, decision.score))
+        decision, cands = decide_step(c.env, c.detector, step, props)
+        if cands:
+            chosen.append((req, cands, decision.score))
 
     # 3. Execution-guided rollouts of every distinct candidate (skipped by critics that need none).
     flat = [(req, cand) for req, cands, _ in chosen for cand in cands]
