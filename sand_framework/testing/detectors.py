@@ -30,7 +30,7 @@ from sand_framework import hookimpl
 from sand_framework.components import Detector, Environment, Policy, Proposal, Sampler, SampleRequest
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.synthesis import decide_step, detector_input
-from sand_framework.types import Decision, Step
+from sand_framework.types import Decision
 
 PATTERNS: tuple[str, ...] = ("split", "unanimous", "one_dissent", "unanimous_other", "invalid")
 """How the N proposals of a step are made from its expert action ``e`` and other actions ``a1``, ``a2``:
@@ -94,8 +94,7 @@ def _candidate_sets(env: Environment, task_ids: list[str], n: int):
         for i, step in enumerate(traj.steps):
             others = other_actions(env, step.action, own + vocabulary)
             for pattern in PATTERNS:
-                yield traj.task_id, i, pattern, Step(thought="", action=step.action), proposals(
-                    pattern, step.action, others, n)
+                yield traj.task_id, i, pattern, step, proposals(pattern, step.action, others, n)
 
 
 def detector_cases(detector: Detector, env: Environment, task_ids: list[str], *, n: int = 5) -> list[DetectorCase]:
