@@ -224,6 +224,10 @@ def test_cli_md_documents_every_command_and_flag():
     for flag in GLOBAL_OPTIONS - {"--help", "--version"}:
         if flag not in text:
             missing.append(f"{flag}: undocumented")
+    for opt in cli.params:  # the group's own options (sand --OPTION COMMAND)
+        if isinstance(opt, click.Option) and not opt.hidden and not set(opt.opts) & (set(FLAG.findall(text)) |
+                                                                                     GLOBAL_OPTIONS):
+            missing.append(f"sand {'/'.join(opt.opts)}: undocumented")
     assert not missing, "docs/cli.md is missing:\n" + "\n".join(missing)
 
 
