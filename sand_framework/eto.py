@@ -1,202 +1,20 @@
-"""Task ids of ETO's expert trajectory files, mapped to the ids SAND's environments use.
+"""ETO's expert trajectory files (``sand data import-eto``), read into trajectories with SAND's task ids.
 
 ETO's public SFT set (``agent-eto/eto-sft-trajectory``: ``alfworld_sft.json``,
 ``sciworld_sft.json``, ``webshop_sft.json``) is ShareGPT JSON whose ``id`` is
-ETO's own task id. These functions take plain data (ids, task texts, file
-paths, split lists), so each environment plugin can call them from its
-:meth:`~sand_framework.components.Environment.task_id_from_eto` without this
-module importing any benchmark package.
-
-WebShop
-    ETO's id is the goal index (``"4116"``) -> ``webshop_4116``.
-ScienceWorld
-    ETO's id is ``f"{taskname2id[task_name]}_{variation}"`` (``"0_12"``), which
-    is already the ``scienceworld`` environment's id; it is validated against
-    ``taskname2id``.
-ALFWorld
-    ETO's ids are serial numbers (``alfworld_0`` ...) that do not identify a
-    game, so the game is recovered from the trajectory itself, in order:
-
-    1. a ``game_file`` field on the ETO record (some copies carry
-       ``data/json_2.1.1/train/<task>/<trial>/game.tw-pddl``), normalized;
-    2. otherwise the task text (turn 2) is matched against every game under
-       ``$ALFWORLD_DATA/json_2.1.1``: the goal sentence ("Your task is to:
-       ...") must equal the one embedded in the game's grammar, and the
-       receptacles listed in the first observation ("you see a cabinet 1, a
-       drawer 2, ...") must equal the game's receptacle objects, counted per
-       type (the scene's fingerprint);
-    3. several trials of one task folder can share goal and scene (they differ
-       in where objects lie). Then ``verify(key)`` (supplied by the env: replay
-       the actions on that game and compare observations) picks the first
-       candidate that reproduces the trajectory; without ``verify`` the match
-       is ambiguous and :class:`AmbiguousTask` lists the candidates.
-
-    The result is the game's folder relative to ``$ALFWORLD_DATA``,
-    ``json_2.1.1/<split>/<task>/<trial>`` (the ``path`` column of the shared
-    data's ``manifest.jsonl``).
+ETO's own task id. What an id means is the benchmark's business, so each
+record's id goes through the environment's
+:meth:`~sand_framework.components.Environment.task_id_from_eto` (WebShop's
+goal index, ScienceWorld's ``<task>_<variation>``, ALFWorld's serial number
+matched to a game file); this module knows no benchmark.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-ETO_FILES = {"alfworld": "alfworld_sft.json", "scienceworld": "sciworld_sft.json", "webshop": "webshop_sft.json"}
-"""ETO's file name per SAND environment name."""
-
-
-class AmbiguousTask(ValueError):
-    """Several tasks match an ETO trajectory and nothing tells them apart."""
-
-    def __init__(self, message: str, candidates: list[str]):
-        super().__init__(message)
-        self.candidates = candidates
-
-
-# --------------------------------------------------------------------------- WebShop
-
-
-def webshop_task_id(eto_id: Any) -> str:
-    """``"4116"`` (or ``4116``, ``webshop_4116``) -> ``webshop_4116``."""
-    s = str(eto_id).strip()
-    s = s[len("webshop_"):] if s.startswith("webshop_") else s
-    if not s.isdigit():
-        raise ValueError(f"ETO WebShop id {eto_id!r} is not a goal index")
-    return f"webshop_{int(s)}"
-
-
-# --------------------------------------------------------------------------- ScienceWorld
-
-
-def sciworld_task_id(eto_id: Any, taskname2id: dict[str, int]) -> str:
-    """Validate ETO's ``<task number>_<variation>`` against ``taskname2id``; return it canonical."""
-    s = str(eto_id).strip()
-    m = re.fullmatch(r"(\d+)_(\d+)", s)
-    if m is None:
-        raise ValueError(f"ETO ScienceWorld id {eto_id!r} is not '<task number>_<variation>' (e.g. '0_12')")
-    num = int(m.group(1))
-    if num not in set(int(v) for v in taskname2id.values()):
-        raise ValueError(f"ETO ScienceWorld id {eto_id!r}: task number {num} is not in taskname2id")
-    return f"{num}_{int(m.group(2))}"
-
-
-# --------------------------------------------------------------------------- ALFWorld
-
-_GAME_KEY_RE = re.compile(r"(json_2\.1\.\d)/(train|valid_seen|valid_unseen|valid_train)/([^/]+)/([^/]+)")
-_GOAL_RE = re.compile(r"Your task is to:\s*(.+)")
-_RECEP_RE = re.compile(r"\b([a-z]+) (\d+)\b")
-_GRAMMAR_TASK_RE = re.compile(r'"task"\s*:\s*\[\s*\{\s*"rhs"\s*:\s*"Your task is to:\s*([^"]*)"')
-_PDDL_RECEP_RE = re.compile(r"^\s*([A-Za-z]+)_\S*\s+-\s+receptacle\s*$", re.MULTILINE)
-
-
-def alfworld_game_key(path: str) -> str:
-    """Any spelling of a game's location -> ``json_2.1.1/<split>/<task>/<trial>``.
-
-    Accepts ETO's ``data/json_2.1.1/train/.../game.tw-pddl``, absolute paths
-    and the key itself; raises ValueError for anything else.
-    """
-    m = _GAME_KEY_RE.search(str(path).replace(os.sep, "/"))
-    if m is None:
-        raise ValueError(f"{path!r} is not an ALFWorld game path (expected .../json_2.1.1/<split>/<task>/<trial>)")
-    return "/".join(m.groups())
-
-
-def _norm_goal(goal: str) -> str:
-    return " ".join(goal.strip().lower().split()).rstrip(".")
-
-
-def alfworld_task_text_features(task_text: str) -> tuple[str, Counter]:
-    """(normalized goal sentence, receptacle count per type) from ETO's turn 2 / the env's task text."""
-    goal_m = _GOAL_RE.search(task_text)
-    if goal_m is None:
-        raise ValueError("ALFWorld task text has no 'Your task is to: ...' sentence")
-    scene = task_text[: goal_m.start()]
-    seen_part = scene.split("you see", 1)[1] if "you see" in scene else scene
-    names = {(t, int(n)) for t, n in _RECEP_RE.findall(seen_part.lower())}
-    return _norm_goal(goal_m.group(1)), Counter(t for t, _ in names)
-
-
-@dataclass
-class AlfworldGame:
-    key: str
-    goal: str
-    receptacles: Counter = field(default_factory=Counter)
-
-
-def read_alfworld_game(game_file: str | os.PathLike, key: str | None = None) -> AlfworldGame:
-    """Goal sentence and receptacle fingerprint of one ``game.tw-pddl``."""
-    data = json.loads(Path(game_file).read_text(encoding="utf-8"))
-    m = _GRAMMAR_TASK_RE.search(data.get("grammar", ""))
-    goal = _norm_goal(m.group(1)) if m else ""
-    receps = Counter(t.lower() for t in _PDDL_RECEP_RE.findall(data.get("pddl_problem", "")))
-    return AlfworldGame(key or alfworld_game_key(str(Path(game_file).parent)), goal, receps)
-
-
-class AlfworldGameIndex:
-    """Every game under an ``$ALFWORLD_DATA`` folder, by goal sentence (built once, ~1 ms per game)."""
-
-    def __init__(self, games: Iterable[AlfworldGame]):
-        self.games = {g.key: g for g in games}
-        self.by_goal: dict[str, list[AlfworldGame]] = {}
-        for g in self.games.values():
-            self.by_goal.setdefault(g.goal, []).append(g)
-
-    @classmethod
-    def build(cls, data_root: str | os.PathLike | None = None, splits: Iterable[str] | None = None) -> "AlfworldGameIndex":
-        root = Path(data_root or os.environ.get("ALFWORLD_DATA", ""))
-        if not str(root) or not root.is_dir():
-            raise ValueError(f"ALFWorld data folder {str(root)!r} not found; set $ALFWORLD_DATA")
-        games = []
-        for split_dir in sorted(root.glob("json_2.1.*/*")):
-            if splits is not None and split_dir.name not in set(splits):
-                continue
-            for game_file in sorted(split_dir.glob("*/*/game.tw-pddl")):
-                rel = game_file.parent.relative_to(root).as_posix()
-                games.append(read_alfworld_game(game_file, key=rel))
-        return cls(games)
-
-    def candidates(self, task_text: str) -> list[str]:
-        goal, receps = alfworld_task_text_features(task_text)
-        return sorted(g.key for g in self.by_goal.get(goal, []) if g.receptacles == receps)
-
-
-def alfworld_task_id(task_text: str, index: AlfworldGameIndex | None = None, eto_record: dict | None = None,
-                     verify: Callable[[str], bool] | None = None) -> str:
-    """The game (``json_2.1.1/<split>/<task>/<trial>``) an ETO ALFWorld trajectory was recorded on.
-
-    See the module docstring for the order of evidence. ``verify`` is called
-    on each candidate only when more than one remains.
-    """
-    record = eto_record or {}
-    if record.get("game_file"):
-        key = alfworld_game_key(record["game_file"])
-        if index is not None and index.games and key not in index.games:
-            raise ValueError(f"ETO record names game {key!r}, which is not under the ALFWorld data folder")
-        return key
-    if index is None:
-        raise ValueError("ETO ALFWorld record has no game_file; matching it by task text needs the games "
-                         "($ALFWORLD_DATA)")
-    cands = index.candidates(task_text)
-    if not cands:
-        goal, _ = alfworld_task_text_features(task_text)
-        raise ValueError(f"no ALFWorld game has goal {goal!r} and this scene's receptacles")
-    if len(cands) == 1:
-        return cands[0]
-    if verify is not None:
-        for key in cands:
-            if verify(key):
-                return key
-        raise ValueError(f"none of the {len(cands)} games matching the task text reproduces the trajectory")
-    raise AmbiguousTask(f"{len(cands)} ALFWorld games match this task text: {', '.join(cands[:5])}"
-                        f"{' ...' if len(cands) > 5 else ''}", cands)
-
-
-# --------------------------------------------------------------------------- import
+from typing import Any
 
 
 def import_eto(path: str | os.PathLike, env: Any, limit: int | None = None, verify: bool = False
@@ -265,9 +83,3 @@ def import_eto(path: str | os.PathLike, env: Any, limit: int | None = None, veri
         done.add(traj.task_id)
         kept.append(traj)
     return kept, problems
-
-
-__all__ = [
-    "ETO_FILES", "AlfworldGame", "AlfworldGameIndex", "AmbiguousTask", "alfworld_game_key", "alfworld_task_id",
-    "alfworld_task_text_features", "import_eto", "read_alfworld_game", "sciworld_task_id", "webshop_task_id",
-]

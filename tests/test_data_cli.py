@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from sand_framework.cli.main import main  # import first: it registers the `data` group
+from sand_builtins.environments.alfworld import eto_ids
 from sand_framework import eto
 from sand_framework.components import Environment
 from sand_framework.engine.expert import write_thoughts
 from sand_framework.formats import read_sharegpt, read_trajectories_jsonl, trajectories_path
 
 ALFWORLD_DATA = Path(os.environ.get("SAND_TEST_ALFWORLD_DATA", "/work/shared/alfworld"))
-SCIWORLD_DATA = Path(__file__).resolve().parent.parent / "plugins/sand_builtins/environments/data/sciworld"
 
 
 def conv(instruction: str, task: str, turns: list[tuple[str, str, str]]) -> list[dict]:
@@ -104,12 +104,14 @@ def sw_record(eto_id: str, task: str) -> dict:
 
 
 def test_sciworld_ids():
-    ids = json.loads((SCIWORLD_DATA / "taskname2id.json").read_text())
-    assert eto.sciworld_task_id("0_12", ids) == "0_12"
-    assert eto.sciworld_task_id(" 13_007", ids) == "13_7"
+    from sand_builtins.environments.scienceworld import ScienceWorldEnv
+
+    env = ScienceWorldEnv()  # ids only: no JVM starts
+    assert env.task_id_from_eto("0_12") == "0_12"
+    assert env.task_id_from_eto(" 13_007") == "13_7"
     for bad in ("5_1", "boil_3", "0-12", ""):  # 5 is the id no task has
         with pytest.raises(ValueError):
-            eto.sciworld_task_id(bad, ids)
+            env.task_id_from_eto(bad)
 
 
 def test_import_eto_sciworld(tmp_path, registries):
@@ -164,43 +166,43 @@ def aw_record(eto_id: str, task: str, **extra) -> dict:
 def alf_index():
     if not (ALFWORLD_DATA / "json_2.1.1").is_dir():
         pytest.skip("ALFWorld data not available")
-    return eto.AlfworldGameIndex.build(ALFWORLD_DATA, splits=["train"])
+    return eto_ids.GameIndex.build(ALFWORLD_DATA, splits=["train"])
 
 
 def test_alfworld_game_key():
-    key = eto.alfworld_game_key(f"data/{TWINS[0]}/game.tw-pddl")
+    key = eto_ids.game_key(f"data/{TWINS[0]}/game.tw-pddl")
     assert key == TWINS[0]
-    assert eto.alfworld_game_key(f"/home/u/.cache/alfworld/{TWINS[0]}") == TWINS[0]
+    assert eto_ids.game_key(f"/home/u/.cache/alfworld/{TWINS[0]}") == TWINS[0]
     with pytest.raises(ValueError):
-        eto.alfworld_game_key("alfworld_17")
+        eto_ids.game_key("alfworld_17")
 
 
 def test_alfworld_text_features():
-    goal, receps = eto.alfworld_task_text_features(TASK_301)
+    goal, receps = eto_ids.task_text_features(TASK_301)
     assert goal == "look at alarmclock under the desklamp"
     assert receps["drawer"] == 17 and receps["shelf"] == 6 and receps["bed"] == 1
 
 
 def test_alfworld_match_by_text(alf_index):
-    assert eto.alfworld_task_id(TASK_303, alf_index) == UNIQUE
-    with pytest.raises(eto.AmbiguousTask) as info:  # two trials of one task folder: same goal, same scene
-        eto.alfworld_task_id(TASK_301, alf_index)
+    assert eto_ids.eto_game(TASK_303, alf_index) == UNIQUE
+    with pytest.raises(eto_ids.AmbiguousTask) as info:  # two trials of one task folder: same goal, same scene
+        eto_ids.eto_game(TASK_301, alf_index)
     assert info.value.candidates == TWINS
-    assert eto.alfworld_task_id(TASK_301, alf_index, verify=lambda k: k == TWINS[1]) == TWINS[1]
+    assert eto_ids.eto_game(TASK_301, alf_index, verify=lambda k: k == TWINS[1]) == TWINS[1]
     with pytest.raises(ValueError, match="no ALFWorld game"):
-        eto.alfworld_task_id(TASK_301.replace("alarmclock", "teddybear"), alf_index)
+        eto_ids.eto_game(TASK_301.replace("alarmclock", "teddybear"), alf_index)
 
 
 def test_alfworld_game_file_field_wins(alf_index):
     rec = {"game_file": f"data/{TWINS[1]}/game.tw-pddl"}
-    assert eto.alfworld_task_id(TASK_301, alf_index, eto_record=rec) == TWINS[1]
-    assert eto.alfworld_task_id(TASK_301, None, eto_record=rec) == TWINS[1]
+    assert eto_ids.eto_game(TASK_301, alf_index, eto_record=rec) == TWINS[1]
+    assert eto_ids.eto_game(TASK_301, None, eto_record=rec) == TWINS[1]
     with pytest.raises(ValueError, match="not under"):
-        eto.alfworld_task_id(TASK_301, alf_index, eto_record={"game_file": "data/json_2.1.1/train/x-1/trial_y"})
+        eto_ids.eto_game(TASK_301, alf_index, eto_record={"game_file": "data/json_2.1.1/train/x-1/trial_y"})
 
 
 class AlfworldIds(Environment):
-    """Stand-in for the alfworld plugin's id hook only (what the plugin is to wire, see eto.py); no game runs."""
+    """Stand-in for the alfworld plugin's id hook only (the plugin wires the same call); no game runs."""
 
     name = "alfworld"
 
@@ -209,7 +211,7 @@ class AlfworldIds(Environment):
         self.index = index
 
     def task_id_from_eto(self, eto_id, trajectory=None):
-        return eto.alfworld_task_id(trajectory.task, self.index, eto_record=trajectory.meta.get("eto"))
+        return eto_ids.eto_game(trajectory.task, self.index, eto_record=trajectory.meta.get("eto"))
 
     tasks = instruction = reset = step = max_steps = None  # not used by the importer
 

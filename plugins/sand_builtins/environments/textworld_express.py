@@ -55,15 +55,14 @@ from typing import Any
 from sand_builtins.environments import textworld_express_thoughts as twx_thoughts
 from sand_builtins.environments.jvm import reap_java
 from sand_framework import hookimpl
-from sand_framework.components import Environment
+from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.errors import EnvironmentUnavailable
-from sand_framework.types import Step, StepResult
+from sand_framework.types import Step
 
 GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 FOLDS = ("train", "dev", "test")
 UNKNOWN_ACTION = "Unknown action: I'm not sure what you mean."
 """TWX's own reply to an action it does not understand (we answer it without a JVM call)."""
-EPISODE_OVER = "The episode is over."
 
 _PARAM_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=[A-Za-z0-9_.\-]+$")
 _NAV_PREFIXES = ("move ", "look around", "inventory")
@@ -139,7 +138,7 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-class TextWorldExpressEnv(Environment):
+class TextWorldExpressEnv(TextEnvironment):
     """TextWorldExpress games with seed-addressed tasks, one JVM per instance."""
 
     name = "textworld_express"
@@ -188,9 +187,7 @@ class TextWorldExpressEnv(Environment):
         self._loaded: tuple[str, str] | None = None
         self._seeds: dict[tuple[str, str, str], list[int]] = {}
         self._experts: dict[str, list[str]] = {}
-        self._task: TaskId | None = None
-        self._history: list[str] = []
-        self._reset_episode_state()
+        self._valid: dict[str, str] = {}
 
     # ------------------------------------------------------------------ JVM
 
@@ -224,7 +221,7 @@ class TextWorldExpressEnv(Environment):
     def close(self) -> None:
         """Shut the JVM down and reap it, so no java process outlives the instance. Idempotent."""
         twx, self._twx, self._loaded = self._twx, None, None
-        self._task = None
+        self.episode = None
         if twx is None:
             return
         proc = getattr(twx._gateway, "java_process", None)
@@ -291,13 +288,6 @@ class TextWorldExpressEnv(Environment):
             f"you have at most {self.params.max_steps} steps."
         )
 
-    def _reset_episode_state(self) -> None:
-        self._steps = 0
-        self._done = False
-        self._reward = 0.0
-        self._success = False
-        self._valid: dict[str, str] = {}
-
     def _set_valid(self, valid_actions: Any) -> None:
         """Map normalized form -> TWX's spelling, so 'Move North.' runs as 'move north'."""
         self._valid = {self.normalize_action(a): str(a) for a in valid_actions}
@@ -317,35 +307,23 @@ class TextWorldExpressEnv(Environment):
         obs, infos = twx.reset(seed=tid.seed, gameFold=tid.fold, generateGoldPath=gold)
         return obs, infos
 
-    def reset(self, task_id: str) -> str:
+    def start(self, task_id: str) -> str:
         tid = TaskId.parse(task_id)
         obs, infos = self._start(tid)
-        self._task, self._history = tid, []
-        self._reset_episode_state()
         self._set_valid(infos["validActions"])
         return f"Task: {_clean(infos['taskDescription'])}\nObservation: {self._render(obs)}"
 
-    def step(self, action: str) -> StepResult:
-        if self._task is None:
-            raise RuntimeError("textworld_express: step() before reset()")
-        if self._done:
-            return StepResult(EPISODE_OVER, self._reward, True, self._success, valid=False)
-        self._history.append(action)
-        self._steps += 1
+    def act(self, action: str) -> Outcome:
         canonical = self._valid.get(self.normalize_action(action)) if isinstance(action, str) else None
         if canonical is None:
             # Never forwarded: TWX would answer the same, and junk (huge, non-printable) never crosses py4j.
-            obs, valid = UNKNOWN_ACTION, False
-        else:
-            obs, _, _, infos = self._twx.step(canonical)
-            valid = True
-            self._set_valid(infos["validActions"])
-            self._reward = min(1.0, max(0.0, float(infos["score"])))
-            self._success = bool(infos["tasksuccess"])
-            self._done = self._success or bool(infos["taskfailure"]) or self._reward >= 1.0
-        if self._steps >= self.params.max_steps:
-            self._done = True
-        return StepResult(self._render(obs), self._reward, self._done, self._success, valid)
+            return Outcome(self._render(UNKNOWN_ACTION), valid=False)
+        obs, _, _, infos = self._twx.step(canonical)
+        self._set_valid(infos["validActions"])
+        reward = min(1.0, max(0.0, float(infos["score"])))
+        success = bool(infos["tasksuccess"])
+        return Outcome(self._render(obs), True, reward, success,
+                       ends=success or bool(infos["taskfailure"]) or reward >= 1.0)
 
     # --------------------------------------------------------------- expert
 
@@ -353,14 +331,8 @@ class TextWorldExpressEnv(Environment):
         """The (shortened) gold path; an episode in progress is restored afterwards."""
         key = str(TaskId.parse(task_id))
         if key not in self._experts:
-            ongoing = (str(self._task), list(self._history)) if self._task is not None else None
-            try:
+            with self.episode_kept():
                 self._experts[key] = self._compute_expert(TaskId.parse(key))
-            finally:
-                if ongoing is not None:
-                    self.replay(*ongoing)
-                else:
-                    self._task = None
         return list(self._experts[key])
 
     def expert_thought(self, task_id: str, task: str, history: list[Step], action: str) -> str:
