@@ -95,7 +95,7 @@ def test_splits_match_eto():
         assert len(set(e.tasks(split))) == len(e.tasks(split))
     assert not set(e.tasks("unseen")) & (set(e.tasks("train")) | set(e.tasks("seen")))
     assert len(set(e.tasks("seen")) & set(e.tasks("train"))) == 54  # ETO's data, kept as is
-    assert e._sw is None
+    assert e._server.sw is None
 
 
 def test_task_ids_and_caps():
@@ -375,7 +375,7 @@ def test_expert_thoughts_are_short_and_grounded(env, monkeypatch):
     instruction, the task, earlier observations, the action); expert_thoughts=false restores empty ones."""
     import re
 
-    from sand_builtins.environments import scienceworld_thoughts as thoughts
+    from sand_builtins.environments.scienceworld import thoughts
 
     from sand_framework.engine.expert import expert_trajectory
 

@@ -16,6 +16,7 @@ import sys
 import pytest
 from sand_builtins.environments import webshop as ws
 
+from sand_framework.components.text_environment import EPISODE_OVER
 from sand_framework.errors import EnvironmentUnavailable
 from sand_framework.testing.conformance import check_environment
 
@@ -142,7 +143,7 @@ def test_recorded_purchase_reward_only_on_buy():
     assert made[0].forwarded == ["search[long clip-in hair extension natural]", "click[B09C337K8S]",
                                  "click[natural]", "click[Buy Now]"]
     after = env.step("click[back to search]")
-    assert after.done and not after.valid and after.observation == ws.EPISODE_OVER and after.reward == REWARD
+    assert after.done and not after.valid and after.observation == EPISODE_OVER and after.reward == REWARD
 
 
 def test_invalid_actions_change_nothing_and_are_not_forwarded():

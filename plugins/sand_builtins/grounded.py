@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy, SynthesisRequest, Synthesizer
+from sand_framework.components.text_environment import EPISODE_OVER
 from sand_framework.deliberation import concludes_with, is_deliberation
 from sand_framework.types import Critique, Rollout, SynthesisResult
 
@@ -34,7 +35,7 @@ INVALID_MARKERS = (
     "No known action matches",  # ScienceWorld
     "Nothing happens",  # ALFWorld
     "Invalid reply",  # the engine: the reply had no parsable action
-    "The episode is over",
+    EPISODE_OVER,  # any environment on the text-environment base
 )
 """Observation openings that mean the action did nothing (each built-in environment's own wording)."""
 

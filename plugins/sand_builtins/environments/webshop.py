@@ -42,10 +42,10 @@ Expert
     WebShop has no per-goal expert; use ETO's trajectories
     (``sand data import-eto webshop_sft.json --env webshop``).
 
-The adapter logic (:class:`WebShopSession`) talks to any object with
-upstream's text-env interface (``reset(session=)``, ``step``,
-``get_available_actions``, ``observation``); the upstream object is created
-by :func:`make_upstream_env`, so the adapter is testable without WebShop.
+The adapter (:class:`WebShopEnv`) talks to any object with upstream's
+text-env interface (``reset(session=)``, ``step``, ``get_available_actions``,
+``observation``); the upstream object comes from its ``upstream_factory``
+(default :func:`make_upstream_env`), so the adapter is testable without WebShop.
 """
 
 from __future__ import annotations
@@ -59,14 +59,12 @@ from importlib import resources
 from typing import Any, Callable
 
 from sand_framework import hookimpl
-from sand_framework.components import Environment
+from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.errors import EnvironmentUnavailable
-from sand_framework.types import StepResult
 
 TASK_PREFIX = "webshop_"
 MAX_STEPS = 10
 BUY_NOW = "buy now"
-EPISODE_OVER = "The episode is over."
 
 INSTALL_HINT = (
     "webshop needs upstream WebShop, which is not on PyPI (the PyPI 'webshop' package is an empty stub):\n"
@@ -132,81 +130,6 @@ def parse_action(action: Any) -> ParsedAction:
     return ParsedAction(kind, arg)
 
 
-# --------------------------------------------------------------------------- adapter
-
-
-class WebShopSession:
-    """One episode's adapter logic over an upstream text env (real or recorded).
-
-    Validates actions against the page's own available actions before
-    forwarding them, counts steps (invalid ones too) against the cap, and
-    turns upstream's ``(obs, reward, done)`` into a :class:`StepResult` whose
-    reward is non-zero only after a purchase.
-    """
-
-    def __init__(self, upstream: Any, max_steps: int = MAX_STEPS):
-        self.upstream = upstream
-        self.max_steps = max_steps
-        self.goal: int | None = None
-        self._reset_state()
-
-    def _reset_state(self) -> None:
-        self.steps = 0
-        self.done = False
-        self.reward = 0.0
-        self.success = False
-        self.observation = ""
-
-    def reset(self, goal: int) -> str:
-        self.upstream.reset(session=int(goal))
-        self.goal = int(goal)
-        self._reset_state()
-        self.observation = str(self.upstream.observation)
-        return self.observation
-
-    def available(self) -> tuple[bool, list[str]]:
-        """(has search bar, clickables) of the current page, as upstream reports them."""
-        info = self.upstream.get_available_actions()
-        return bool(info.get("has_search_bar")), [str(c) for c in info.get("clickables", [])]
-
-    def check(self, parsed: ParsedAction) -> str:
-        """Why this action cannot run on the current page ('' when it can)."""
-        if not parsed.ok:
-            return parsed.error
-        has_search, clickables = self.available()
-        if parsed.kind == "search":
-            return "" if has_search else "no search bar on this page"
-        # Exactly upstream's test: the lowercased value must be a clickable key. (Upstream keys option
-        # values unlowercased, so an option with capitals is never clickable there either.)
-        value = parsed.arg.lower()
-        if value == "search" or value not in set(clickables):
-            return f"{parsed.arg!r} is not clickable here"
-        return ""
-
-    def step(self, action: str) -> StepResult:
-        if self.goal is None:
-            raise RuntimeError("webshop: step() before reset()")
-        if self.done:
-            return StepResult(EPISODE_OVER, self.reward, True, self.success, valid=False)
-        self.steps += 1
-        parsed = parse_action(action)
-        problem = self.check(parsed)
-        valid = not problem
-        if valid:
-            canonical = f"{parsed.kind}[{parsed.arg}]"
-            obs, reward, done, _ = self.upstream.step(canonical)
-            self.observation = str(obs)
-            if done:
-                # Upstream ends an episode only on "buy now"; the reward is the purchase's score.
-                self.done = True
-                if parsed.kind == "click" and parsed.arg.lower() == BUY_NOW:
-                    self.reward = min(1.0, max(0.0, float(reward or 0.0)))
-                    self.success = self.reward >= 1.0
-        if self.steps >= self.max_steps:
-            self.done = True
-        return StepResult(self.observation, self.reward, self.done, self.success, valid)
-
-
 # --------------------------------------------------------------------------- upstream
 
 
@@ -248,8 +171,12 @@ def make_upstream_env(num_products: int | None = None) -> Any:
 # --------------------------------------------------------------------------- environment
 
 
-class WebShopEnv(Environment):
-    """Upstream WebShop's text environment with ETO's goal indices and step cap."""
+class WebShopEnv(TextEnvironment):
+    """Upstream WebShop's text environment with ETO's goal indices and step cap.
+
+    Actions are checked against the page's own available actions before they
+    are forwarded; the reward is non-zero only after a purchase.
+    """
 
     name = "webshop"
     description = "WebShop online shopping (upstream web_agent_site, ETO splits); reward on purchase, 10 steps."
@@ -268,20 +195,22 @@ class WebShopEnv(Environment):
         if self.params.max_steps < 1:
             raise ValueError(f"webshop: max_steps must be >= 1, not {self.params.max_steps}")
         self._factory = upstream_factory or (lambda: make_upstream_env(self.params.num_products))
-        self._session: WebShopSession | None = None
+        self._upstream: Any = None
+        self._page = ""
+        """The current page (upstream's ``observation``): what an invalid action shows again."""
 
-    def _sess(self) -> WebShopSession:
-        if self._session is None:
-            self._session = WebShopSession(self._factory(), self.params.max_steps)
-        return self._session
+    def _env(self) -> Any:
+        if self._upstream is None:
+            self._upstream = self._factory()
+        return self._upstream
 
     def clone(self) -> "WebShopEnv":
         return type(self)(dataclasses.replace(self.params), upstream_factory=self._factory)
 
     def close(self) -> None:
-        sess, self._session = self._session, None
-        if sess is not None and hasattr(sess.upstream, "close"):
-            sess.upstream.close()
+        upstream, self._upstream, self.episode = self._upstream, None, None
+        if upstream is not None and hasattr(upstream, "close"):
+            upstream.close()
 
     # ------------------------------------------------------------ tasks
 
@@ -332,13 +261,45 @@ class WebShopEnv(Environment):
             "Action: <one action>"
         )
 
-    def reset(self, task: str) -> str:
-        return self._sess().reset(goal_index(task))
+    def start(self, task: str) -> str:
+        goal = goal_index(task)
+        upstream = self._env()
+        upstream.reset(session=goal)
+        self._page = str(upstream.observation)
+        return self._page
 
-    def step(self, action: str) -> StepResult:
-        if self._session is None or self._session.goal is None:
-            raise RuntimeError("webshop: step() before reset()")
-        return self._session.step(action)
+    def available(self) -> tuple[bool, list[str]]:
+        """(has search bar, clickables) of the current page, as upstream reports them."""
+        info = self._upstream.get_available_actions()
+        return bool(info.get("has_search_bar")), [str(c) for c in info.get("clickables", [])]
+
+    def check(self, parsed: ParsedAction) -> str:
+        """Why this action cannot run on the current page ('' when it can)."""
+        if not parsed.ok:
+            return parsed.error
+        has_search, clickables = self.available()
+        if parsed.kind == "search":
+            return "" if has_search else "no search bar on this page"
+        # Exactly upstream's test: the lowercased value must be a clickable key. (Upstream keys option
+        # values unlowercased, so an option with capitals is never clickable there either.)
+        value = parsed.arg.lower()
+        if value == "search" or value not in set(clickables):
+            return f"{parsed.arg!r} is not clickable here"
+        return ""
+
+    def act(self, action: str) -> Outcome:
+        parsed = parse_action(action)
+        if self.check(parsed):
+            return Outcome(self._page, valid=False)  # upstream's behaviour: nothing changes
+        obs, reward, done, _ = self._upstream.step(f"{parsed.kind}[{parsed.arg}]")
+        self._page = str(obs)
+        if not done:
+            return Outcome(self._page, True)
+        # Upstream ends an episode only on "buy now"; the reward is the purchase's score.
+        if parsed.kind == "click" and parsed.arg.lower() == BUY_NOW:
+            reward = min(1.0, max(0.0, float(reward or 0.0)))
+            return Outcome(self._page, True, reward, reward >= 1.0, ends=True)
+        return Outcome(self._page, True, ends=True)
 
     def expert_actions(self, task: str) -> list[str]:
         raise NotImplementedError(

@@ -40,13 +40,13 @@ from functools import lru_cache
 from typing import Any
 
 from sand_framework.components import Environment
+from sand_framework.components.text_environment import EPISODE_OVER
 from sand_framework.types import StepResult
 
 COLOURS = ("red", "green", "blue", "yellow", "white", "purple", "orange", "pink")
 MAX_LIGHTS = len(COLOURS)
 SEEN_OFFSET = 100_000
 UNSEEN_OFFSET = 200_000
-EPISODE_OVER = "The episode is over."
 
 _PRESS_RE = re.compile(r"^(?:press|flip|toggle|push|use)\s+(?:the\s+)?(?:switch\s*)?#?(\d+)$")
 _LOOK = {"look", "look around", "look at panel", "look at the panel", "examine panel", "l"}
