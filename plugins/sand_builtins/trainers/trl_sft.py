@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from sand_framework import hookimpl
 from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import Trainer, TrainRequest
+from sand_builtins.models import is_adapter
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.sft_data import build_dataset
 
@@ -160,10 +161,6 @@ def latest_checkpoint(ckpt_dir: str | os.PathLike) -> str | None:
     return None
 
 
-def _is_adapter(path: str | None) -> bool:
-    return bool(path) and (Path(path) / "adapter_config.json").exists()
-
-
 def _rich_progress_callback():
     from transformers import TrainerCallback
 
@@ -240,7 +237,7 @@ class TrlSftTrainer(Trainer):
         init = request.init_weights
         if init and not Path(init).exists():
             raise FileNotFoundError(f"trl_sft: init_weights {init!r} does not exist")
-        if _is_adapter(init):
+        if is_adapter(init):
             from peft import PeftModel
 
             base = AutoModelForCausalLM.from_pretrained(request.base_model, dtype=dtype)
