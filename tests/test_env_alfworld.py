@@ -252,6 +252,28 @@ def test_handcoded_expert_fallback_solves(env, tmp_path):
     bare.close()
 
 
+
+@needs_engine
+def test_no_process_wide_patch_outlives_a_call(env):
+    # The 0.3.5 expert wraps the installed one, and the translation cache is in place only during a call.
+    import importlib
+
+    from alfworld.agents.environment import alfred_tw_env
+    from alfworld.agents.expert import HandCodedTWAgent
+
+    from sand_builtins.environments.alfworld.engine import TranslationCache
+
+    task = _short_tasks(env, "seen", 1)[0]
+    bare = AlfworldEnv(AlfworldEnv.Params(data_dir=DATA))
+    bare._expert_files = {"valid_seen": {}}
+    bare.expert_actions(task)
+    bare.reset(task)
+    logic = importlib.import_module("textworld.envs.pddl.logic")
+    assert not isinstance(logic.fast_downward, TranslationCache)
+    assert alfred_tw_env.HandCodedTWAgent is HandCodedTWAgent
+    bare.close()
+
+
 @needs_engine
 @pytest.mark.parametrize("split", ["seen", "unseen"])
 def test_expert_replays_reach_goal_sample(env, split):
