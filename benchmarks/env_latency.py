@@ -103,11 +103,10 @@ def bench_twx(games: int, repeats: int) -> tuple[dict, dict] | None:
 def bench_alfworld(games: int, repeats: int) -> tuple[dict, dict] | None:
     try:
         import textworld
-        import textworld.envs.pddl.logic as pddl_logic
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     except ImportError:
         return None
-    from sand_builtins.environments.alfworld import AlfworldEnv, _TranslationCache
+    from sand_builtins.environments.alfworld import AlfworldEnv
 
     env = AlfworldEnv()
     try:
@@ -118,34 +117,28 @@ def bench_alfworld(games: int, repeats: int) -> tuple[dict, dict] | None:
     experts = {t: env.expert_actions(t) for t in tasks}
     gamefiles = {t: str(env.data_dir / "json_2.1.1" / t / "game.tw-pddl") for t in tasks}
 
-    # Raw first, with TextWorld's own (uncached) translation even if a cache was installed before.
-    saved = pddl_logic.fast_downward
-    if isinstance(saved, _TranslationCache):
-        pddl_logic.fast_downward = saved._module
+    # Raw first: outside the plugin's calls TextWorld translates with its own (uncached) code.
     raw: dict[str, list[float]] = {"reset (first)": [], "reset": [], "step": [], "replay": []}
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-    try:
-        for t in tasks:
-            def start():
-                e = textworld.start(gamefiles[t], request_infos=infos,
-                                    wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
-                e.reset()
-                return e
-            ms, tw = _ms(start)
-            raw["reset (first)"].append(ms)
-            for _ in range(repeats):
-                raw["reset"].append(_ms(tw.reset)[0])
-            for a in experts[t]:
-                raw["step"].append(_ms(lambda: tw.step(a))[0])
+    for t in tasks:
+        def start():
+            e = textworld.start(gamefiles[t], request_infos=infos,
+                                wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+            e.reset()
+            return e
+        ms, tw = _ms(start)
+        raw["reset (first)"].append(ms)
+        for _ in range(repeats):
+            raw["reset"].append(_ms(tw.reset)[0])
+        for a in experts[t]:
+            raw["step"].append(_ms(lambda: tw.step(a))[0])
 
-            def replay():
-                tw.reset()
-                for a in experts[t]:
-                    tw.step(a)
-            raw["replay"].append(_ms(replay)[0])
-            tw.close()
-    finally:
-        pddl_logic.fast_downward = saved
+        def replay():
+            tw.reset()
+            for a in experts[t]:
+                tw.step(a)
+        raw["replay"].append(_ms(replay)[0])
+        tw.close()
 
     plugin: dict[str, list[float]] = {"reset (first)": [], "reset": [], "step": [], "replay": []}
     for t in tasks:
