@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from sand_framework.components.kinds import Environment
 from sand_framework.types import StepResult
@@ -60,7 +60,7 @@ class Episode:
 class TextEnvironment(Environment):
     """An :class:`Environment` whose ``reset``/``step`` are templates around :meth:`start` and :meth:`act`."""
 
-    def __init__(self, params: object = None):
+    def __init__(self, params: Any = None):
         super().__init__(params)
         self.episode: Episode | None = None
         """None before the first reset, after ``close()`` and while a reset is under way."""
