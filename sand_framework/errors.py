@@ -69,6 +69,22 @@ class EnvironmentUnavailable(SandError):
     exit_code = 4
 
 
+class ExtraNotInstalled(SandError):
+    """A chosen component needs the package of an optional extra (pyproject.toml) that is not installed.
+
+    The first command of a fresh clone installs only what the quickstart runs, so this is the message a user meets
+    when a recipe picks anything else: it names the extra and the command (:func:`install_hint`).
+    """
+
+    exit_code = 4
+
+
+def install_hint(extra: str) -> str:
+    """The install command for one optional extra, for an installed package and for a clone with its ``.venv``."""
+    return (f"install the extra '{extra}': pip install 'sand-framework[{extra}]' "
+            f"(in a clone of the repository: bash scripts/setup.sh --with {extra})")
+
+
 class ReplayMismatch(SandError):
     """Replaying an action prefix did not reproduce the recorded observations."""
 

@@ -116,7 +116,7 @@ def test_core_lock_is_cpu_only():
 
 def test_setup_installs_cpu_torch_first_then_the_lock():
     setup = (REPO / "scripts" / "setup.sh").read_text()
-    assert setup.index("pip install -q torch==2.13.0") < setup.index("-r requirements-lock.txt")
+    assert setup.index("pip install -q torch==2.13.0") < setup.index("-c requirements-lock.txt")
     assert f"torch=={LOCK['torch'].base_version}" in setup
 
 

@@ -69,8 +69,8 @@ def make_run(path: Path, name: str, sand_delib: int = 2) -> Path:
     return path
 
 
-def _check_pngs(out: Path) -> None:
-    for png in PNGS:
+def _check_pngs(out: Path, pngs: tuple[str, ...] = PNGS) -> None:
+    for png in pngs:
         p = out / png
         assert p.exists(), png
         data = p.read_bytes()
@@ -114,6 +114,22 @@ def test_report_compares_runs_side_by_side(tmp_path):
     # repeated run names fall back to folder names
     assert "| b | final |" in md and "| c | final |" in md and "wo-sas" not in md.split("## Runs")[0]
     _check_pngs(tmp_path / "out")
+
+
+def test_no_deliberation_leaves_the_difficulty_figure_out(tmp_path):
+    md = build_report([make_run(tmp_path / "a", "wo-delib", sand_delib=0)], tmp_path / "out").read_text()
+    assert "deliberation_by_difficulty.png" not in md and "No evaluated episode deliberated" in md
+    assert not (tmp_path / "out" / "deliberation_by_difficulty.png").exists()
+    _check_pngs(tmp_path / "out", ("results.png", "reward_by_step.png"))
+
+
+def test_run_paths_are_relative_to_the_working_directory(tmp_path, monkeypatch):
+    inside = make_run(tmp_path / "runs" / "a", "full")
+    outside = make_run(tmp_path / "elsewhere" / "b", "other")
+    monkeypatch.chdir(tmp_path / "runs")
+    md = build_report([inside.resolve(), outside.resolve()], tmp_path / "out").read_text()
+    assert "| full | `a` |" in md and f"| other | `{outside.resolve()}` |" in md
+    assert str(inside.resolve()) not in md
 
 
 def test_bands_from_another_evaluation(tmp_path):
@@ -193,7 +209,7 @@ def test_report_on_a_smoke_run(smoke_run, tmp_path):
     assert "| smoke | sft |" in md and "| smoke | final |" in md
     assert "bands from **sft** rewards" in md  # the smoke recipe does not evaluate the base model
     assert "| smoke | 1 | 3 |" in md  # synthesis over the 3 expert trajectories
-    _check_pngs(out)
+    _check_pngs(out, ("results.png", "reward_by_step.png"))  # the difficulty figure only if an episode deliberated
 
 
 def test_eval_a_run_resumes_per_task_and_reports(smoke_run, tmp_path):

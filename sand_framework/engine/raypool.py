@@ -36,7 +36,7 @@ from typing import Any
 
 from sand_framework.components import Environment
 from sand_framework.engine.envpool import EnvHost, RemotePool
-from sand_framework.errors import EnvWorkerError
+from sand_framework.errors import EnvWorkerError, ExtraNotInstalled, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 def _require_ray() -> Any:
     try:
         import ray
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("executor 'ray' needs Ray: pip install 'sand-framework[ray]'") from exc
+    except ImportError as exc:
+        raise ExtraNotInstalled(f"executor 'ray' needs Ray, which is not installed ({exc}); "
+                                f"{install_hint('ray')}") from exc
     return ray
 
 

@@ -46,6 +46,8 @@ def build_report(run_dirs: list[str | Path], out_dir: str | Path, bands_from: st
             md += ["![deliberation rate by difficulty](deliberation_by_difficulty.png)", "",
                    "Each violin: the per-trajectory deliberation rates of one model's episodes in that band "
                    "(dots: episodes; a flat bar: all equal).", ""]
+        else:
+            md += ["No evaluated episode deliberated, so there is no figure of deliberation by difficulty.", ""]
         md += ["## Reward and deliberation by step", ""]
         if figures.step_reward_figure(runs, out / "reward_by_step.png"):
             md += ["![reward and deliberation by step](reward_by_step.png)", "",
@@ -60,7 +62,7 @@ def build_report(run_dirs: list[str | Path], out_dir: str | Path, bands_from: st
     tb = [r for r in runs if (r.path / "weights").is_dir() and any((r.path / "weights").glob("iter*/logs"))]
     if tb:
         md += ["## Training curves", "", "Training logs are TensorBoard event files: `tensorboard --logdir "
-               + " ".join(f"{r.path}/weights" for r in tb) + "`.", ""]
+               + " ".join(f"{r.shown_path}/weights" for r in tb) + "`.", ""]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(md))
     path.chmod(0o644)

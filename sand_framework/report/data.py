@@ -76,6 +76,15 @@ class RunData:
     def all_results(self, model: str) -> list[TaskResult]:
         return [r for s in self.splits for r in self.evals.get(model, {}).get(s, [])]
 
+    @property
+    def shown_path(self) -> str:
+        """The run's path for the report: relative to the working directory when inside it, so that a report
+        shared with others (or committed, as docs/example-report) carries no machine's absolute paths."""
+        try:
+            return str(self.path.resolve().relative_to(Path.cwd().resolve()))
+        except ValueError:
+            return str(self.path)
+
     def component(self, kind: str) -> str:
         node = self.recipe.get(kind)
         return node.get("name", "?") if isinstance(node, dict) else str(node or "-")

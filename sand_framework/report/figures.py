@@ -69,9 +69,12 @@ def results_figure(runs: list[RunData], path: Path) -> Path | None:
 
 
 def deliberation_violin(runs: list[RunData], path: Path) -> Path | None:
-    """Violins of per-trajectory deliberation rate in each difficulty band, one per run/model."""
+    """Violins of per-trajectory deliberation rate in each difficulty band, one per run/model.
+
+    None (no figure) when no evaluated episode deliberated at all: every violin would be a flat line at 0.
+    """
     ser = series(runs)
-    if not ser:
+    if not any(rate > 0 for run, model, _ in ser for rate in trajectory_deliberation_rates(run.all_results(model))):
         return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.5 + 0.5 * len(ser) * len(BANDS)), 3.4))

@@ -157,6 +157,6 @@ def components_table(runs: list[RunData]) -> str:
     header = ["run", "path", "base model", "iterations", *kinds]
     rows = []
     for run in runs:
-        rows.append([run.label, f"`{run.path}`", (run.recipe.get("model") or {}).get("base", "–"),
+        rows.append([run.label, f"`{run.shown_path}`", (run.recipe.get("model") or {}).get("base", "–"),
                      (run.recipe.get("run") or {}).get("iterations", "–"), *[run.component(k) for k in kinds]])
     return markdown_table(header, rows, "l" * len(header))

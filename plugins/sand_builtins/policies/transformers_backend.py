@@ -27,6 +27,7 @@ from typing import Any
 
 from sand_builtins.policies.local import LocalPolicy
 from sand_framework import hookimpl
+from sand_framework.cpu_threads import cpu_threads
 from sand_framework.errors import ModelUnavailable
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
@@ -41,8 +42,9 @@ class TransformersParams:
     """``auto`` (cuda when available, else cpu), ``cpu``, ``cuda``, ``cuda:1``..."""
     batch_size: int = 16
     """Maximum sequences (prompts x samples) in one ``generate`` forward."""
-    threads: int = 1
-    """``torch.set_num_threads`` at set-up (process-wide); 0 leaves torch's default."""
+    threads: int = 0
+    """``torch.set_num_threads`` at set-up (process-wide); 0 = one per core free at set-up
+    (:func:`sand_framework.cpu_threads.cpu_threads`)."""
     max_prompt_tokens: int = 2048
     """Longer prompts drop their oldest turns after the first three (see module doc); 0 = no limit."""
     stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
@@ -88,8 +90,7 @@ class TransformersPolicy(LocalPolicy):
     def _prepare(self) -> None:
         import torch
 
-        if self.params.threads and self.params.threads > 0:
-            torch.set_num_threads(int(self.params.threads))
+        torch.set_num_threads(cpu_threads(self.params.threads))
         dev = self.params.device
         if dev == "auto":
             dev = "cuda" if torch.cuda.is_available() else "cpu"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.components import TrainRequest
+from sand_framework.cpu_threads import cpu_threads
 from sand_framework.errors import SandError
 from sand_framework.types import Trajectory
 
@@ -80,14 +81,15 @@ def launch(request: TrainRequest, params: Any) -> None:
     out = Path(request.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     req_file = out / REQUEST_FILE
+    # the free cores are measured once, here: ranks measuring them side by side would each take them all
+    threads = params.threads or max(1, cpu_threads() // params.launch.num_processes)
+    params = dataclasses.replace(params, threads=threads)
     write_request(request, params, req_file)
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
            str(config_path(params.launch.config)), "--num_processes", str(params.launch.num_processes),
            "--num_machines", "1", "--main_process_port", str(_free_port()),
            "-m", "sand_builtins.trainers.launch", str(req_file)]
-    env = dict(os.environ)
-    if params.threads > 0:
-        env["OMP_NUM_THREADS"] = str(params.threads)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0 or not (out / "final").is_dir():
         raise LaunchError(

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from sand_framework import hookimpl
 from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import Trainer, TrainRequest
+from sand_framework.cpu_threads import cpu_threads
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.sft_data import build_dataset
@@ -101,8 +102,9 @@ class Params:
     report_to: str = "tensorboard"
     """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face integration
     (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or ``none``."""
-    threads: int = 1
-    """torch CPU threads during training; 0 leaves torch's default."""
+    threads: int = 0
+    """torch CPU threads during training; 0 = one per core free when training starts
+    (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
     dtype: str = "auto"
     """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
     ``bfloat16``, ``float16``."""
@@ -275,8 +277,7 @@ class TrlSftTrainer(Trainer):
             raise ValueError("trl_sft: no trajectories to train on")
         out = Path(request.output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        if p.threads > 0:
-            torch.set_num_threads(p.threads)
+        torch.set_num_threads(cpu_threads(p.threads))
         set_seed(request.seed)
 
         use_cuda, dtype, bf16 = self._device()

@@ -19,9 +19,9 @@ import types
 from collections import OrderedDict
 from typing import Any, Iterator
 
-from sand_framework.errors import EnvironmentUnavailable
+from sand_framework.errors import EnvironmentUnavailable, install_hint
 
-INSTALL_HINT = "pip install 'sand-framework[alfworld]'"
+INSTALL_HINT = install_hint("alfworld")
 
 
 def import_engine() -> types.SimpleNamespace:

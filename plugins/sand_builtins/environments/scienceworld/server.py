@@ -13,11 +13,11 @@ from typing import Any
 
 from sand_builtins.environments.jvm import reap_java
 from sand_builtins.environments.scienceworld.listing import canonical_listing
-from sand_framework.errors import EnvironmentUnavailable
+from sand_framework.errors import EnvironmentUnavailable, install_hint
 
 INSTALL_HINT = (
     "the scienceworld environment needs the 'scienceworld' package (1.2.3, the jar is inside the wheel) "
-    "and a Java runtime (>= 11) on PATH: pip install 'sand-framework[scienceworld]'"
+    f"and a Java runtime (>= 11) on PATH; {install_hint('scienceworld')}"
 )
 
 _MAX_VARIATIONS: dict[str, int] = {}

