@@ -3,7 +3,7 @@
 #
 #   bash scripts/setup.sh                                   # core + TextWorld-Express (what `sand run quickstart` uses)
 #   bash scripts/setup.sh --with alfworld,scienceworld,ray,test   # what the test suite needs (scripts/test.sh)
-#   bash scripts/setup.sh --with all                        # every extra below
+#   bash scripts/setup.sh --with all                        # every extra below but vllm (what scripts/test.sh installs)
 #   bash scripts/setup.sh --vllm                            # also vLLM (same as --with vllm)
 #
 # Always:
@@ -26,7 +26,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-KNOWN="alfworld scienceworld ray test vllm"
+ALL="alfworld scienceworld ray test"
+KNOWN="$ALL vllm"
 WITH=",${SAND_WITH:-},"
 [ "${SAND_WITH_VLLM:-0}" = 1 ] && WITH="$WITH,vllm,"
 usage() { echo "usage: $0 [--with EXTRA[,EXTRA...]|all] [--vllm]   (extras: ${KNOWN// /, })" >&2; exit 2; }
@@ -39,9 +40,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$WITH" in *,all,*) WITH=",${KNOWN// /,}," ;; esac
+case "$WITH" in *,all,*) WITH="$WITH,${ALL// /,}," ;; esac
 for extra in ${WITH//,/ }; do
-  case " $KNOWN " in *" $extra "*) ;; *) echo "[setup] unknown extra '$extra'" >&2; usage ;; esac
+  case " $KNOWN all " in *" $extra "*) ;; *) echo "[setup] unknown extra '$extra'" >&2; usage ;; esac
 done
 wants() { case "$WITH" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
