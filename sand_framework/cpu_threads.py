@@ -9,8 +9,10 @@ processes keep busy, never fewer than 1. An explicit ``threads`` always wins.
 
 "Busy" is measured, not guessed from the load average: the CPU time the allowed
 cores spent over a short window (``/proc/stat``), minus this process's own. Work
-of niced processes (``nice`` > 0) yields to a process that is not niced, so it
-counts as busy only when this process is niced itself.
+of niced processes (``nice`` > 0) counts as free only where it really yields to
+this process: this process is not niced and the kernel does not group processes
+by session (``kernel.sched_autogroup_enabled``, on by default in desktop
+distributions, makes a niced job in another terminal compete as an equal).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ WINDOW_S = 0.25
 """How long the CPU counters are sampled: long enough to see a steadily busy process, short enough for set-up."""
 
 PROC_STAT = Path("/proc/stat")
+AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
 
 
 def cpu_threads(requested: int = 0) -> int:
@@ -39,12 +42,12 @@ def busy_cores(cpus: list[int], window: float = WINDOW_S) -> float:
 
     0 where ``/proc/stat`` cannot be read (not Linux): then every allowed core counts as free.
     """
-    niced = os.getpriority(os.PRIO_PROCESS, 0) > 0
-    before, own_before, t0 = _busy_ticks(cpus, niced), _own_seconds(), time.monotonic()
+    count_nice = os.getpriority(os.PRIO_PROCESS, 0) > 0 or _autogroups()
+    before, own_before, t0 = _busy_ticks(cpus, count_nice), _own_seconds(), time.monotonic()
     if before is None:
         return 0.0
     time.sleep(window)
-    after, own_after, t1 = _busy_ticks(cpus, niced), _own_seconds(), time.monotonic()
+    after, own_after, t1 = _busy_ticks(cpus, count_nice), _own_seconds(), time.monotonic()
     if after is None:
         return 0.0
     ticks = os.sysconf("SC_CLK_TCK")
@@ -68,6 +71,14 @@ def _busy_ticks(cpus: list[int], count_nice: bool) -> int | None:
         user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
         total += user + system + irq + softirq + steal + (nice if count_nice else 0)
     return total
+
+
+def _autogroups() -> bool:
+    """Whether the scheduler shares CPU between sessions first (then ``nice`` orders only within one)."""
+    try:
+        return AUTOGROUP.read_text().strip() == "1"
+    except OSError:
+        return False
 
 
 def _own_seconds() -> float:

@@ -8,6 +8,8 @@ import pytest
 
 from sand_framework import cpu_threads as ct
 
+AUTOGROUPS = ct._autogroups  # the real check, before the fixture fakes it
+
 
 def stat(*cpus: tuple[int, int, int, int]) -> str:
     """A /proc/stat text: per CPU (user, nice, system, idle) ticks; iowait, irq, softirq, steal 0."""
@@ -35,6 +37,7 @@ def machine(monkeypatch):
     monkeypatch.setattr(ct.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(ct.os, "sysconf", lambda name: 100)
     monkeypatch.setattr(ct.os, "getpriority", lambda which, who: 0)
+    monkeypatch.setattr(ct, "_autogroups", lambda: False)
 
     def load(after: tuple[tuple[int, int, int, int], ...], own: float = 0.0):
         before = tuple((0, 0, 0, 0) for _ in after)
@@ -72,6 +75,15 @@ def test_niced_work_yields_unless_we_are_niced(machine, monkeypatch):
     monkeypatch.setattr(ct.os, "getpriority", lambda which, who: 15)
     monkeypatch.setattr(ct.time, "monotonic", iter([0.0, 1.0]).__next__)
     assert ct.cpu_threads() == 1
+
+
+@pytest.mark.parametrize("flag, threads", [("1\n", 1), ("0\n", 2)])
+def test_niced_work_of_another_session_competes_under_autogroups(machine, monkeypatch, tmp_path, flag, threads):
+    machine(((0, 100, 0, 0), (0, 0, 0, 100)))  # a niced process on cpu0; this one is not niced
+    (tmp_path / "sched_autogroup_enabled").write_text(flag)
+    monkeypatch.setattr(ct, "AUTOGROUP", tmp_path / "sched_autogroup_enabled")
+    monkeypatch.setattr(ct, "_autogroups", AUTOGROUPS)
+    assert ct.cpu_threads() == threads
 
 
 def test_only_the_allowed_cores_are_counted(machine, monkeypatch):
