@@ -12,12 +12,12 @@ from sand_framework.errors import RecipeError
 
 
 def test_a_sampling_budget_shorter_than_the_trained_thought_is_refused(registries):
-    data, _ = load_recipe("quickstart", ["sampler.max_new_tokens=32", "synthesizer.max_new_tokens=120"])
+    data, _ = load_recipe("quickstart", ["sampler.max_new_tokens=32", "synthesizer.max_new_tokens=64"])
     with pytest.raises(RecipeError) as err:
         validate(data, registries)
     problems = err.value.problems
     assert len(problems) == 1 and problems[0].startswith("sampler.max_new_tokens=32 is shorter")
-    assert "synthesizer.max_new_tokens=120" in problems[0] and "Fix: sampler.max_new_tokens=152" in problems[0]
+    assert "synthesizer.max_new_tokens=64" in problems[0] and "Fix: sampler.max_new_tokens=96" in problems[0]
 
 
 def test_every_agent_budget_is_checked_and_all_problems_come_at_once(registries):
