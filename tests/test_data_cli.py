@@ -16,15 +16,10 @@ from sand_framework.components import Environment
 from sand_framework.engine.expert import write_thoughts
 from sand_framework.formats import read_sharegpt, read_trajectories_jsonl, trajectories_path
 
-<<<<<<< HEAD
-ALFWORLD_DATA = Path(os.environ.get("SAND_TEST_ALFWORLD_DATA", "/work/shared/alfworld"))
-=======
 _ALFWORLD_DATA = os.environ.get("ALFWORLD_DATA", "")  # conftest sets it from ../shared/alfworld when that exists
 ALFWORLD_DATA = Path(_ALFWORLD_DATA)
 HAVE_ALFWORLD_DATA = bool(_ALFWORLD_DATA) and (ALFWORLD_DATA / "json_2.1.1").is_dir()
 NO_ALFWORLD_DATA = "ALFWorld game data not found: run `alfworld-download` and set ALFWORLD_DATA"
-SCIWORLD_DATA = Path(__file__).resolve().parent.parent / "plugins/sand_builtins/environments/data/sciworld"
->>>>>>> 3626967 (First contact: setup.sh installs the core + TextWorld-Express unless --with names extras (test.sh: alfworld,scienceworld,ray,test); missing extras name the extra and its install (ray exits 4); threads default to the free cores (sand_framework/cpu_threads.py); report paths relative to the working directory and no empty difficulty figure; test_data_cli reads ALFWORLD_DATA instead of a machine path)
 
 
 def conv(instruction: str, task: str, turns: list[tuple[str, str, str]]) -> list[dict]:
@@ -172,15 +167,9 @@ def aw_record(eto_id: str, task: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def alf_index():
-<<<<<<< HEAD
-    if not (ALFWORLD_DATA / "json_2.1.1").is_dir():
-        pytest.skip("ALFWorld data not available")
-    return eto_ids.GameIndex.build(ALFWORLD_DATA, splits=["train"])
-=======
     if not HAVE_ALFWORLD_DATA:
         pytest.skip(NO_ALFWORLD_DATA)
-    return eto.AlfworldGameIndex.build(ALFWORLD_DATA, splits=["train"])
->>>>>>> 3626967 (First contact: setup.sh installs the core + TextWorld-Express unless --with names extras (test.sh: alfworld,scienceworld,ray,test); missing extras name the extra and its install (ray exits 4); threads default to the free cores (sand_framework/cpu_threads.py); report paths relative to the working directory and no empty difficulty figure; test_data_cli reads ALFWORLD_DATA instead of a machine path)
+    return eto_ids.GameIndex.build(ALFWORLD_DATA, splits=["train"])
 
 
 def test_alfworld_game_key():
