@@ -101,7 +101,7 @@ def main() -> None:
         b = regs.build
         executor = b("executor", args.executor, {"max_rollout_steps": args.rollout_steps, "max_new_tokens": tok,
                                                  "max_parallel": 1 if mode == "single" else args.max_parallel})
-        comps = Components(env=env, policy=rec, detector=b("detector", "set_size"),
+        comps = Components(environment=env, policy=rec, detector=b("detector", "set_size"),
                            sampler=b("sampler", "self_consistency", {"n": args.n, "max_new_tokens": tok}),
                            executor=executor, critic=b("critic", "rollout_critic", {"max_new_tokens": tok}),
                            synthesizer=b("synthesizer", "deliberation", {"max_new_tokens": 2 * tok}),

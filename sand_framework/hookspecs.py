@@ -14,7 +14,13 @@ Two groups:
   slot by name, and the engine calls that one directly, so plugin order never
   changes an ablation's meaning.
 * **Lifecycle hooks** observe a run (logging, dashboards, notifications). They
-  receive plain data and cannot change what the engine does.
+  receive a frozen :class:`~sand_framework.lifecycle.RunInfo` and copies of
+  plain data, so they cannot change what the engine does; a failing one is
+  reported and the run goes on.
+
+The kinds and their hook names are declared in
+:mod:`sand_framework.components.declared`; each ``sand_register_<kinds>`` spec
+below is that table's ``Kind.hook`` (a test holds them equal).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 if TYPE_CHECKING:
-    from sand_framework.engine.context import RunContext
+    from sand_framework.lifecycle import RunInfo
     from sand_framework.types import DeliberationRecord
 
 hookspec = pluggy.HookspecMarker("sand")
@@ -99,43 +105,34 @@ def sand_resolve_model(ref: str, cache_dir: str) -> str | None:
 
 # --------------------------------------------------------------------------
 # Lifecycle: observe, never steer
+#
+# Called during `sand run`, in the main process, with a frozen RunInfo and copies
+# of the summaries, records and metrics (see sand_framework.lifecycle). A failing
+# observer is reported as one warning naming the plugin and the hook, and the run
+# goes on; the other observers are still called.
 # --------------------------------------------------------------------------
 
 
 @hookspec
-def sand_run_start(context: RunContext) -> None:
-    """A run (new or resumed) is about to execute its first unfinished stage."""
+def sand_run_start(run: RunInfo) -> None:
+    """A run (new or resumed) is about to execute its first unfinished stage; no component is built yet."""
 
 
 @hookspec
-def sand_stage_end(context: RunContext, stage: str, summary: dict[str, Any]) -> None:
-    """A stage (expert loading, sft, synthesis, training, evaluation) finished."""
+def sand_stage_end(run: RunInfo, stage: str, summary: dict[str, Any]) -> None:
+    """A stage (``expert``, ``train/iterK``, ``synth/iterK``, ``eval``) finished and was recorded as done."""
 
 
 @hookspec
-def sand_step_deliberated(context: RunContext, record: DeliberationRecord) -> None:
-    """A step was deliberated and its thought synthesized."""
+def sand_step_deliberated(run: RunInfo, record: DeliberationRecord) -> None:
+    """A step was deliberated and its thought synthesized (before its trajectory is recorded)."""
 
 
 @hookspec
-def sand_iteration_end(context: RunContext, iteration: int, summary: dict[str, Any]) -> None:
-    """A SAND iteration (synthesis + training) finished."""
+def sand_iteration_end(run: RunInfo, iteration: int, summary: dict[str, Any]) -> None:
+    """A SAND iteration (synthesis + training) finished; ``summary`` is its ``synth/iterK`` summary."""
 
 
 @hookspec
-def sand_run_end(context: RunContext, metrics: dict[str, Any]) -> None:
+def sand_run_end(run: RunInfo, metrics: dict[str, Any]) -> None:
     """A run finished; ``metrics`` is what was written to ``metrics.json``."""
-
-
-KINDS: dict[str, str] = {
-    "environment": "sand_register_environments",
-    "policy": "sand_register_policies",
-    "detector": "sand_register_detectors",
-    "sampler": "sand_register_samplers",
-    "executor": "sand_register_executors",
-    "critic": "sand_register_critics",
-    "synthesizer": "sand_register_synthesizers",
-    "trainer": "sand_register_trainers",
-    "evaluator": "sand_register_evaluators",
-}
-"""Component kind (the recipe slot name) -> its registration hook."""

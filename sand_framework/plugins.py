@@ -37,6 +37,7 @@ from typing import Any
 import pluggy
 
 from sand_framework import hookspecs
+from sand_framework.components.declared import KINDS
 from sand_framework.errors import PluginLoadError, SandError
 from sand_framework.registry import Registries
 
@@ -241,11 +242,11 @@ class PluginSet:
     def registries(self) -> Registries:
         """Call every registration hook, recording which plugin registered what."""
         regs = Registries()
-        for kind, hook_name in hookspecs.KINDS.items():
-            caller = getattr(self.pm.hook, hook_name)
+        for kind in KINDS:
+            caller = getattr(self.pm.hook, kind.hook)
             for impl in caller.get_hookimpls():
                 plugin = impl.plugin_name
-                impl.function(register=lambda cls, _p=plugin, _k=kind: regs[_k].add(cls, _p))
+                impl.function(register=lambda cls, _p=plugin, _k=kind.name: regs[_k].add(cls, _p))
         return regs
 
     def resolve_model(self, ref: str, cache_dir: str) -> str:

@@ -6,7 +6,8 @@ import dataclasses
 import difflib
 from dataclasses import dataclass, field
 
-from sand_framework.components import BASES, Component
+from sand_framework.components import Component
+from sand_framework.components.declared import BY_NAME
 from sand_framework.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
 
 
@@ -25,7 +26,8 @@ class Registry:
     entries: dict[str, Entry] = field(default_factory=dict)
 
     def add(self, cls: type, plugin: str) -> None:
-        base = BASES[self.kind]
+        """Record ``cls`` under its name; the class itself is left as the plugin wrote it."""
+        base = BY_NAME[self.kind].base
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise PluginLoadError(
                 f"plugin {plugin!r} registered {cls!r} as a {self.kind}, but it is not a subclass of "
@@ -41,7 +43,9 @@ class Registry:
                 f"{self.kind} {cls.name!r} is registered twice: by plugin {other!r} and by plugin {plugin!r}. "
                 f"Deny one of them with SAND_PLUGINS_DENY={plugin} (or {other})."
             )
-        cls.kind = self.kind
+        if cls.kind != self.kind:
+            raise PluginLoadError(f"plugin {plugin!r}: {cls.__qualname__} sets kind = {cls.kind!r}, but it is "
+                                  f"registered as a {self.kind}; remove the `kind` attribute (the base class sets it)")
         self.entries[cls.name] = Entry(cls, plugin)
 
     def names(self) -> list[str]:
@@ -65,7 +69,7 @@ class Registry:
 class Registries:
     """All kinds together; built by :func:`sand_framework.plugins.load_registries`."""
 
-    by_kind: dict[str, Registry] = field(default_factory=lambda: {k: Registry(k) for k in BASES})
+    by_kind: dict[str, Registry] = field(default_factory=lambda: {k: Registry(k) for k in BY_NAME})
 
     def __getitem__(self, kind: str) -> Registry:
         return self.by_kind[kind]

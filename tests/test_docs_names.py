@@ -20,7 +20,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from sand_framework import components, hookspecs
+from sand_framework import components
 from sand_framework.cli.main import main as cli
 from sand_framework.config import SECTIONS
 
@@ -48,6 +48,9 @@ FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
 if str(EXAMPLE) not in sys.path:  # import-only: the example's names resolve, its entry point stays unregistered
     sys.path.append(str(EXAMPLE))
 
+
+BASES = {k.name: k.base for k in components.KINDS}
+"""Kind -> its base class, from the declared table."""
 
 CLASS_MODULES = ("sand_framework.components", "sand_framework.types", "sand_framework.errors",
                  "sand_framework.plugins", "sand_framework.registry", "sand_framework.chat_format",
@@ -179,7 +182,7 @@ def name_problems(text: str, where: Path = DOCS / "x.md") -> list[str]:
                 problems.append(f"`{span}`: no class {head!r} in {', '.join(CLASS_MODULES)}")
             elif head in sections and not _has(sections[head], attr):
                 problems.append(f"`{span}`: the recipe's {head} section has no key {attr!r}")
-            elif head in components.BASES and not any(
+            elif head in BASES and not any(
                     _has(e.cls.Params, attr) for e in regs[head].entries.values()):
                 problems.append(f"`{span}`: no built-in {head} has a parameter {attr!r}")
         if span.startswith(ROOTS) and re.fullmatch(r"[\w./-]+", span) and "/" in span:
@@ -239,10 +242,10 @@ def table_problems(concepts: str, writing_plugins: str) -> list[str]:
     """
     problems = []
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| `\w+`: (.*?) \|", concepts, re.MULTILINE)}
-    if set(rows) != set(components.BASES):
+    if set(rows) != set(BASES):
         problems.append(f"concepts.md: the kinds table has rows {sorted(rows)}")
     for kind, cell in rows.items():
-        base = components.BASES.get(kind)
+        base = BASES.get(kind)
         required, _, provided = cell.partition(";")
         said = set(re.findall(r"(\w+)\(", required)) | set(re.findall(r"`(\w+)`", required))
         if base is not None and said != set(base.__abstractmethods__):
@@ -265,12 +268,12 @@ def table_problems(concepts: str, writing_plugins: str) -> list[str]:
 def builtin_problems(concepts: str, hooks: str) -> list[str]:
     """The built-ins listed per kind in concepts.md's table and hooks.md's sections are the registered ones."""
     regs, problems = _registries(), []
-    for kind in components.BASES:
+    for kind in BASES:
         row = re.search(rf"^\| `{kind}` \|.*\| (.*?) \|$", concepts, re.MULTILINE)
         listed = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", row.group(1)))) if row else set()
         if listed != set(regs[kind].entries):
             problems.append(f"concepts.md, {kind}: lists {sorted(listed)}, registered {sorted(regs[kind].entries)}")
-    for kind, hook in hookspecs.KINDS.items():
+    for kind, hook in ((k.name, k.hook) for k in components.KINDS):
         section = hooks.split(f"### {hook}(", 1)[-1].split("\n### ", 1)[0]
         m = re.search(r"Built-ins?:\s+(.*?)(?:;|\.\s|\.$)", section, re.DOTALL)
         listed = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", m.group(1)))) if m else set()

@@ -43,7 +43,7 @@ class KillingPolicy(ScriptedPolicy):
 
 def synth(registries, env, trajs, executor, policy=None, cache=None):
     b = registries.build
-    comps = Components(env=env, policy=policy or ScriptedPolicy(), detector=b("detector", "set_size"),
+    comps = Components(environment=env, policy=policy or ScriptedPolicy(), detector=b("detector", "set_size"),
                        sampler=b("sampler", "self_consistency", {"n": 4}), executor=executor,
                        critic=b("critic", "rollout_critic"), synthesizer=b("synthesizer", "deliberation"),
                        rollout_cache=cache)

@@ -199,7 +199,7 @@ def test_engine_synthesis_pass_with_grounded_components(registries, env):
     checked thought ending in the expert action; the expert's actions and other steps are untouched."""
     trajs = [expert_trajectory(env, t) for t in env.tasks("train")[:3]]
     b = registries.build
-    comps = Components(env=env, policy=ScriptedPolicy(), detector=b("detector", "set_size"),
+    comps = Components(environment=env, policy=ScriptedPolicy(), detector=b("detector", "set_size"),
                        sampler=b("sampler", "self_consistency", {"n": 4}),
                        executor=b("executor", "in_process", {"max_rollout_steps": 2}),
                        critic=b("critic", "grounded_critic"), synthesizer=b("synthesizer", "grounded_synthesizer"))

@@ -28,7 +28,14 @@ def documented() -> dict[str, list[str]]:
 def test_hookspecs_are_found():
     names = hookspec_names()
     assert "sand_register_environments" in names and "sand_resolve_model" in names and "sand_run_end" in names
-    assert set(hookspecs.KINDS.values()) <= set(names)
+
+
+def test_registration_hooks_are_the_declared_kinds():
+    """The hookspecs spell out one ``sand_register_<kinds>`` per declared kind, and no other."""
+    from sand_framework.components import KINDS
+
+    registration = {n for n in hookspec_names() if n.startswith("sand_register_")}
+    assert registration == {k.hook for k in KINDS}
 
 
 @pytest.mark.parametrize("name", hookspec_names())

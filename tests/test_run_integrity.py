@@ -196,13 +196,22 @@ def test_a_lifecycle_hook_that_raises_or_exits_is_reported_and_the_run_goes_on(t
 
     from sand_framework import hookimpl
     from sand_framework.errors import PluginLoadError
+    from sand_framework.lifecycle import RunInfo
     from sand_framework.plugins import PluginSet
 
-    mod = types.ModuleType("noisy")
+    mod, quiet = types.ModuleType("noisy"), types.ModuleType("quiet")
+    seen = []
 
     @hookimpl
-    def sand_stage_end(context, stage, summary):
+    def sand_stage_end(run, stage, summary):
         raise SystemExit(4)
+
+    @hookimpl
+    def quiet_stage_end(run, stage, summary):
+        seen.append((run, stage, summary))
+        summary["trajectories"] = 99  # a copy: the recorded stage keeps its own
+
+    quiet.sand_stage_end = quiet_stage_end
 
     @hookimpl
     def sand_resolve_model(ref, cache_dir):
@@ -211,7 +220,8 @@ def test_a_lifecycle_hook_that_raises_or_exits_is_reported_and_the_run_goes_on(t
     mod.sand_stage_end, mod.sand_resolve_model = sand_stage_end, sand_resolve_model
     ps = PluginSet()
     ps.load_builtins()
-    ps.register(mod, "noisy", "1", "module")
+    ps.register(quiet, "quiet", "1", "module")
+    ps.register(mod, "noisy", "1", "module")  # registered last, so called first
     p, _ = pipeline(tmp_path / "run", (ps, plugins[1]))
     messages = []
     p.ctx.console.print = lambda *a, **k: messages.append(" ".join(map(str, a)))
@@ -220,6 +230,9 @@ def test_a_lifecycle_hook_that_raises_or_exits_is_reported_and_the_run_goes_on(t
     finally:
         p.ctx.close()
     assert RunDir(tmp_path / "run").stage_done("expert")
+    assert RunDir(tmp_path / "run").stage_result("expert") == {"trajectories": 1}
     assert any("plugin 'noisy' failed in its sand_stage_end hook: it called sys.exit(4)" in m for m in messages)
+    (run, stage, _), = seen  # the other observer still ran, and saw a frozen snapshot of the run
+    assert isinstance(run, RunInfo) and stage == "expert" and run.path == tmp_path / "run" and run.iteration == 0
     with pytest.raises(PluginLoadError, match="plugin 'noisy' failed in its sand_resolve_model hook: KeyError"):
         ps.resolve_model("x", str(tmp_path))

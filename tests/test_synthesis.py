@@ -31,7 +31,7 @@ OPEN: list = []
 
 def components(registries, env, policy, critic="rollout_critic", sampler="self_consistency", detector="set_size"):
     b = registries.build
-    comps = Components(env=env, policy=policy, detector=b("detector", detector), sampler=b("sampler", sampler, {"n": 4}),
+    comps = Components(environment=env, policy=policy, detector=b("detector", detector), sampler=b("sampler", sampler, {"n": 4}),
                       executor=b("executor", "in_process", {"max_rollout_steps": 3}), critic=b("critic", critic),
                       synthesizer=b("synthesizer", "deliberation"))
     OPEN.append(comps.executor)

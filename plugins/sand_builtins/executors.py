@@ -77,16 +77,6 @@ class InProcessExecutor(Executor):
             cap = min(cap, self.params.max_rollout_steps + 1)
         return max(1, cap)
 
-    def start(self, req: RolloutRequest, env: Environment) -> Episode:
-        """Position ``env`` at the request's step, execute the candidate, return the live episode."""
-        traj, t = req.trajectory, req.step_index
-        prefix = traj.steps[:t]
-        expected = [s.observation for s in prefix] if self.params.verify_replay else None
-        env.replay(traj.task_id, [s.action for s in prefix], expected)
-        episode = Episode(env=env, chat=trajectory_chat(traj, upto=t), steps_left=self._cap(req))
-        act(episode, req.candidate.thought, req.candidate.action, valid=bool(req.candidate.action))
-        return episode
-
     def run(self, requests, env, policy: Policy, seed=None) -> list[Rollout]:
         out: list[Rollout] = []
         wave = max(1, self.params.max_parallel)

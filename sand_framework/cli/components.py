@@ -21,14 +21,15 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 
 def kind_of(word: str) -> str:
     """The kind a user typed, singular (``environment``) or plural (``environments``, the hook's spelling)."""
-    from sand_framework.hookspecs import KINDS
+    from sand_framework.components import KINDS, SLOTS
+    from sand_framework.components.declared import kind_named
 
-    plurals = {hook.removeprefix("sand_register_"): kind for kind, hook in KINDS.items()}
-    if word in KINDS or word in plurals:
-        return plurals.get(word, word)
-    close = difflib.get_close_matches(word, [*KINDS, *plurals], n=1)
+    kind = kind_named(word)
+    if kind is not None:
+        return kind.name
+    close = difflib.get_close_matches(word, [*SLOTS, *(k.plural for k in KINDS)], n=1)
     raise click.BadParameter(f"unknown kind {word!r}{f' (did you mean {close[0]!r}?)' if close else ''}; "
-                             f"kinds: {', '.join(KINDS)} (or their plurals)", param_hint="KIND")
+                             f"kinds: {', '.join(SLOTS)} (or their plurals)", param_hint="KIND")
 
 
 def params_doc(cls: type) -> list[dict[str, Any]]:
@@ -76,10 +77,10 @@ def as_text(kinds: list[str], rows: list[dict[str, Any]]) -> str:
 @friendly
 def command(kind, as_json, plugin_dirs):
     """List registered components (of one KIND, e.g. detector or detectors) with their parameters."""
-    from sand_framework.hookspecs import KINDS
+    from sand_framework.components import SLOTS
     from sand_framework.plugins import load_plugins
 
-    kinds = [kind_of(kind)] if kind is not None else list(KINDS)
+    kinds = [kind_of(kind)] if kind is not None else list(SLOTS)
     regs = load_plugins(dirs=list(plugin_dirs)).registries()
     rows = []
     for k in kinds:

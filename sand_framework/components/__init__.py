@@ -1,4 +1,4 @@
-"""Component base classes, one per kind, re-exported for plugin authors."""
+"""Component base classes, one per kind, re-exported for plugin authors, and the table of kinds."""
 
 from sand_framework.components.base import Component, NoParams
 from sand_framework.components.kinds import (
@@ -19,21 +19,10 @@ from sand_framework.components.kinds import (
     Trainer,
     TrainRequest,
 )
-
-BASES: dict[str, type[Component]] = {
-    "environment": Environment,
-    "policy": Policy,
-    "detector": Detector,
-    "sampler": Sampler,
-    "executor": Executor,
-    "critic": Critic,
-    "synthesizer": Synthesizer,
-    "trainer": Trainer,
-    "evaluator": Evaluator,
-}
+from sand_framework.components.declared import KINDS, SLOTS, Kind
 
 __all__ = [
-    "BASES", "Component", "NoParams", "Critic", "CritiqueRequest", "Detector", "Environment",
+    "KINDS", "SLOTS", "Kind", "Component", "NoParams", "Critic", "CritiqueRequest", "Detector", "Environment",
     "Evaluator", "Executor", "Policy", "Proposal", "RolloutRequest", "Sampler", "SampleRequest",
     "SynthesisRequest", "Synthesizer", "TaskResult", "Trainer", "TrainRequest",
 ]

@@ -379,14 +379,6 @@ class RolloutRequest:
     """The environment's step cap for the task (:meth:`Environment.max_steps`), prefix included."""
 
 
-@dataclass
-class RolloutSettings:
-    """Decoding and limits for the agent's continuation after the candidate."""
-
-    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0))
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class Executor(Component, abc.ABC):
     """Executes candidate actions from the expert's state and lets the agent play on (SAND's EAC rollouts).
 

@@ -16,10 +16,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Interval, MinLen
 
-from sand_framework.hookspecs import KINDS
-
-SLOTS: tuple[str, ...] = tuple(KINDS)
-"""Component slots, named by kind: environment, policy, detector, sampler, ..."""
+from sand_framework.components.declared import SLOTS  # noqa: F401 - the slots are the declared kinds
 
 RUN_NAME = re.compile(r"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{0,99}")
 """A run name becomes a folder name under ``run.output_dir``: no path separators, no control characters,

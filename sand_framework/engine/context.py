@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -9,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from sand_framework.components import Component
 from sand_framework.config import Recipe
+from sand_framework.lifecycle import RunInfo, notify
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir
@@ -33,17 +36,26 @@ class RunContext:
     started: float = field(default_factory=time.time)
     base_model_path: str = ""
     _policy_ready: bool = False
+    resumed: bool = field(init=False)
+    """Some stage was finished before this session (read once, when the context is made)."""
+
+    def __post_init__(self) -> None:
+        self.resumed = bool(self.run_dir.finished_stages())
 
     @property
     def hook(self) -> Any:
         return self.plugins.pm.hook
 
-    def notify(self, hook_name: str, **kwargs: Any) -> None:
-        """Call a lifecycle hook. Observers never steer: a failing one is reported and the run goes on."""
-        try:
-            getattr(self.hook, hook_name)(context=self, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            self.console.print(f"[yellow]warning: a {hook_name} hook failed: {type(exc).__name__}: {exc}")
+    def info(self, iteration: int) -> RunInfo:
+        """What observers may know about the run now (a frozen snapshot; see :mod:`sand_framework.lifecycle`)."""
+        return RunInfo(name=self.recipe.run.name, path=self.run_dir.path, recipe=copy.deepcopy(self.recipe.raw),
+                       iteration=iteration, iterations=self.recipe.run.iterations, resumed=self.resumed,
+                       started=self.started)
+
+    def notify(self, hook_name: str, iteration: int, **kwargs: Any) -> None:
+        """Call a lifecycle hook's observers; a failing one is reported and the run goes on."""
+        notify(self.hook, hook_name, self.info(iteration),
+               lambda message: self.console.print(f"[yellow]warning: {escape(message)}"), **kwargs)
 
     def component(self, kind: str) -> Any:
         """The one component selected for ``kind`` by the recipe (built on first use)."""

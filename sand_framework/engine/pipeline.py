@@ -34,7 +34,7 @@ from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
 from sand_framework.errors import EmptyStageError, RecipeError
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
-from sand_framework.types import DeliberationRecord, Trajectory
+from sand_framework.types import Trajectory
 
 T = TypeVar("T")
 
@@ -54,6 +54,8 @@ class Pipeline:
         self.ctx = ctx
         self.recipe = ctx.recipe
         self.rd = ctx.run_dir
+        self.iteration = 0
+        """The SAND iteration being computed (0: expert and behavior initialization), told to observers."""
 
     # -- helpers ---------------------------------------------------------------
 
@@ -68,7 +70,10 @@ class Pipeline:
             raise EmptyStageError(f"{stage}: it would finish with 0 trajectories, so it is not recorded as done; "
                                   f"fix its input and continue with `sand run --resume {self.rd.path}`")
         self.rd.mark_done(stage, summary)
-        self.ctx.notify("sand_stage_end", stage=stage, summary=summary)
+        self._notify("sand_stage_end", stage=stage, summary=summary)
+
+    def _notify(self, hook_name: str, **kwargs: Any) -> None:
+        self.ctx.notify(hook_name, self.iteration, **kwargs)
 
     @property
     def env(self):
@@ -164,9 +169,7 @@ class Pipeline:
         if missing:
             policy = self.ctx.policy()
             policy.set_agent_weights(agent_weights)
-            comps = Components(env=self.env, policy=policy, rollout_cache=RolloutCache(),
-                               **{k: self.ctx.component(k) for k in
-                                  ("detector", "sampler", "executor", "critic", "synthesizer")})
+            comps = Components.of_slots(self.ctx.component, rollout_cache=RolloutCache())  # the policy set up above
             with self.progress() as prog:
                 bar = prog.add_task(f"synthesis iter {iteration}", total=len(trajs),
                                     completed=sum(t in log for t in order))
@@ -182,7 +185,7 @@ class Pipeline:
                                                              getattr(comps.executor, "stats", {})), time.time() - t0))
                     for out in outs:
                         for rec in out.records:
-                            self.ctx.notify("sand_step_deliberated", record=rec)
+                            self._notify("sand_step_deliberated", record=rec)
                         log.append(out.trajectory.task_id, {"trajectory": out.trajectory.to_dict(),
                                                             "records": [r.to_dict() for r in out.records],
                                                             "stats": out.stats})
@@ -229,19 +232,20 @@ class Pipeline:
 
     def run(self) -> dict[str, Any]:
         ctx, run = self.ctx, self.recipe.run
-        ctx.notify("sand_run_start")
+        self._notify("sand_run_start")
         ctx.base_model()  # a model that cannot load fails now, not after the expert stage
         expert = self.expert()
         weights: dict[str, str | None] = {"base": None}
         weights["iter0"] = weights["sft"] = self.train(0, expert, init=None)
         data = expert
         for k in range(1, run.iterations + 1):
+            self.iteration = k
             data = self.synthesize(k, data, weights[f"iter{k - 1}"])
             init = weights[f"iter{k - 1}"] if run.train_from == "previous" else None
             already = self.rd.stage_done(f"train/iter{k}")
             weights[f"iter{k}"] = self.train(k, data, init=init)
             if not already:
-                ctx.notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(f"synth/iter{k}"))
+                self._notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(f"synth/iter{k}"))
         weights["final"] = weights[f"iter{run.iterations}"]
         metrics = {
             "run": str(self.rd.path),
@@ -253,7 +257,7 @@ class Pipeline:
         }
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
         self.rd.write_json("metrics.json", metrics)
-        ctx.notify("sand_run_end", metrics=metrics)
+        self._notify("sand_run_end", metrics=metrics)
         return metrics
 
 
@@ -283,9 +287,3 @@ def synthesis_summary(units: Iterable[dict[str, Any]]) -> dict[str, Any]:
     if total.get("steps"):
         total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)
     return total
-
-
-def load_records(run_dir, iteration: int) -> list[DeliberationRecord]:
-    """All deliberation records of an iteration, for reports and inspection."""
-    log = run_dir.units(f"iter{iteration}", "synthesis.units.jsonl")
-    return [DeliberationRecord.from_dict(r) for u in log.values() for r in u["records"]]

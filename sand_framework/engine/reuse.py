@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sand_framework.components.declared import SYNTHESIS_SLOTS
 from sand_framework.config import Recipe
 from sand_framework.errors import RunDirError
 from sand_framework.store import RunDir
@@ -42,10 +43,6 @@ def _parse(stage: str) -> tuple[str, int]:
     raise RunDirError(f"stage {stage!r} cannot be reused; reusable stages: {REUSABLE}")
 
 
-ITERATION_SLOTS = ("policy", "detector", "sampler", "executor", "critic", "synthesizer")
-"""Slots that shape a SAND iteration's data (with the trainer, which shapes the weights it samples from)."""
-
-
 def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
     """The resolved recipe settings a stage's output depends on.
 
@@ -61,7 +58,7 @@ def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
     inputs.update(model=dataclasses.asdict(recipe.model), trainer=slot("trainer"), seed=run.seed,
                   epochs=[run.epochs[min(i, len(run.epochs) - 1)] for i in range(trained)])
     if kind == "synth" or k >= 1:
-        inputs.update({s: slot(s) for s in ITERATION_SLOTS},
+        inputs.update({s: slot(s) for s in SYNTHESIS_SLOTS},
                       run={"train_from": run.train_from, "synthesis_batch": run.synthesis_batch})
     return inputs
 

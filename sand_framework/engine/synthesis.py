@@ -8,6 +8,7 @@ sees large batches and the executor can advance rollouts in lock-step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from sand_framework.components import (
     SynthesisRequest,
     Synthesizer,
 )
+from sand_framework.components.declared import SYNTHESIS_SLOTS
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Candidate, Decision, DeliberationRecord, Rollout, Step, Trajectory
 
@@ -80,7 +82,9 @@ class RolloutCache:
 
 @dataclass
 class Components:
-    env: Environment
+    """One component per synthesis slot (:data:`sand_framework.components.declared.SYNTHESIS_SLOTS`)."""
+
+    environment: Environment
     policy: Policy
     detector: Detector
     sampler: Sampler
@@ -89,6 +93,11 @@ class Components:
     synthesizer: Synthesizer
     rollout_cache: RolloutCache | None = None
     """Shared across the batches of one iteration (the pipeline sets it); None: one per call."""
+
+    @classmethod
+    def of_slots(cls, component: Callable[[str], Any], rollout_cache: RolloutCache | None = None) -> Components:
+        """``component(slot)`` for every synthesis slot, e.g. a run context's recipe-selected components."""
+        return cls(**{slot: component(slot) for slot in SYNTHESIS_SLOTS}, rollout_cache=rollout_cache)
 
 
 def candidates_for(env: Environment, step: Step, proposals: list) -> list[Candidate]:
@@ -135,7 +144,7 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
         step = req.trajectory.steps[req.step_index]
         samples_total += len(props)
         samples_valid += sum(p.valid for p in props)
-        decision, cands = decide_step(c.env, c.detector, step, props)
+        decision, cands = decide_step(c.environment, c.detector, step, props)
         if cands:
             chosen.append((req, cands, decision.score))
 
@@ -147,8 +156,8 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
         hits_before = cache.hits
         rollouts = list(cache.run(
             c.executor,
-            [RolloutRequest(req.trajectory, req.step_index, cand, c.env.max_steps(req.trajectory.task_id))
-             for req, cand in flat], c.env, c.policy, seed=seed))
+            [RolloutRequest(req.trajectory, req.step_index, cand, c.environment.max_steps(req.trajectory.task_id))
+             for req, cand in flat], c.environment, c.policy, seed=seed))
         rollout_cache_hits = cache.hits - hits_before
     else:
         rollout_cache_hits = 0
@@ -178,7 +187,7 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             critiques=crits, synthesis=res, detector_score=score)
         step.thought, step.deliberated = res.thought, True
         out.records.append(record)
-    switches = {id(t): switch_expert(outputs[id(t)], t, c.executor, c.env) for t in trajs}
+    switches = {id(t): switch_expert(outputs[id(t)], t, c.executor, c.environment) for t in trajs}
     for t in trajs:
         out = outputs[id(t)]
         out.stats = {

@@ -189,6 +189,10 @@ class RunDir:
                               f"{FIXES['state.json']}")
         return state
 
+    def finished_stages(self) -> list[str]:
+        """The stages recorded as done, in the order they finished."""
+        return list(self._state()["done"])
+
     def stage_done(self, stage: str) -> bool:
         return stage in self._state()["done"]
 
