@@ -10,7 +10,7 @@ from annotated_types import Ge, Gt
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
 from sand_framework.engine.envpool import EnvPool
-from sand_framework.engine.episodes import Episode, act, act_all, run_lockstep
+from sand_framework.engine.episodes import Episode, act_all, run_lockstep
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Rollout, SamplingParams

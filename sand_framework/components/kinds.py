@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import abc
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sand_framework.components.base import Component
