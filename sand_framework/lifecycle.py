@@ -45,7 +45,7 @@ class RunInfo:
 Warn = Callable[[str], None]
 
 
-def notify(hook: Any, hook_name: str, run: RunInfo, warn: Warn, **kwargs: Any) -> None:
+def notify(hook: Any, hook_name: str, run: RunInfo, warn: Warn, /, **kwargs: Any) -> None:
     """Call every implementation of lifecycle hook ``hook_name`` with ``run`` and copies of ``kwargs``.
 
     ``hook`` is the plugin manager's ``pm.hook``. Implementations run in pluggy's

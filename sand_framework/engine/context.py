@@ -52,9 +52,9 @@ class RunContext:
                        iteration=iteration, iterations=self.recipe.run.iterations, resumed=self.resumed,
                        started=self.started)
 
-    def notify(self, hook_name: str, iteration: int, **kwargs: Any) -> None:
+    def notify(self, hook_name: str, at_iteration: int, /, **kwargs: Any) -> None:
         """Call a lifecycle hook's observers; a failing one is reported and the run goes on."""
-        notify(self.hook, hook_name, self.info(iteration),
+        notify(self.hook, hook_name, self.info(at_iteration),
                lambda message: self.console.print(f"[yellow]warning: {escape(message)}"), **kwargs)
 
     def component(self, kind: str) -> Any:

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
 from sand_framework.errors import RunDirError
 from sand_framework.metrics import task_results_from_units
-from sand_framework.store import RunDir, UnitLog, read_json
+from sand_framework.store import RunDir, RunLayout as L, UnitLog, read_json
 
 
 def eval_unit(result: TaskResult) -> dict[str, Any]:
@@ -69,7 +69,7 @@ class ModelRef:
     source: str = ""
 
 
-_GENERIC_DIRNAMES = {"final", "adapter", "model", "weights"}
+_GENERIC_DIRNAMES = {"final", "adapter", "model", L.WEIGHTS}
 
 
 def _dir_label(path: Path) -> str:
@@ -82,15 +82,16 @@ def _dir_label(path: Path) -> str:
 def run_weights(run: Path, name: str) -> tuple[str | None, str]:
     """The weights a run directory trained under ``name`` (base, sft, iterN, final) and its base model."""
     rd = RunDir.open_existing(run)
-    raw = yaml.safe_load((rd.path / "recipe.yaml").read_text()) or {}
+    raw = yaml.safe_load((rd.path / L.RECIPE).read_text()) or {}
     base = (raw.get("model") or {}).get("base", "smollm2-135m")
     if name == "base":
         return None, base
-    known = dict((rd.read_json("metrics.json", {}) or {}).get("weights") or {})
-    done = (rd.read_json("state.json", {"done": {}}) or {"done": {}})["done"]
+    known = dict((rd.read_json(L.METRICS, {}) or {}).get("weights") or {})
+    done = (rd.read_json(L.STATE, {"done": {}}) or {"done": {}})["done"]
     for stage, result in done.items():
-        if stage.startswith("train/iter") and isinstance(result, dict) and result.get("weights"):
-            known[stage.split("/", 1)[1]] = result["weights"]
+        parsed = L.parse_stage(stage)
+        if parsed and parsed[0] == "train" and isinstance(result, dict) and result.get("weights"):
+            known[f"iter{parsed[1]}"] = result["weights"]
     if "iter0" in known:
         known.setdefault("sft", known["iter0"])
     iterations = int((raw.get("run") or {}).get("iterations", 1))
@@ -104,9 +105,9 @@ def run_weights(run: Path, name: str) -> tuple[str | None, str]:
 
 def _locate(weights: Path, run: Path) -> str:
     """Recorded weights paths are relative to where the run was started; find them inside the run if moved."""
-    if not weights.exists() and "weights" in weights.parts:
+    if not weights.exists() and L.WEIGHTS in weights.parts:
         parts = weights.parts
-        inside = run.joinpath(*parts[len(parts) - 1 - parts[::-1].index("weights"):])
+        inside = run.joinpath(*parts[len(parts) - 1 - parts[::-1].index(L.WEIGHTS):])
         if inside.exists():
             return str(inside.resolve())
     return str(weights.resolve()) if weights.exists() else str(weights)
@@ -115,11 +116,11 @@ def _locate(weights: Path, run: Path) -> str:
 def resolve_model_ref(ref: str, recipe_base: str | None) -> ModelRef:
     """``RUN[:name]``, an adapter dir, a full model dir, an alias or a hub id -> :class:`ModelRef`."""
     run, _, name = ref.rpartition(":")
-    if run and (Path(run) / "recipe.yaml").exists():
+    if run and (Path(run) / L.RECIPE).exists():
         weights, base = run_weights(Path(run), name)
         return ModelRef(label=name, base=base, weights=weights, source=f"run {run} ({name})")
     path = Path(ref)
-    if (path / "recipe.yaml").exists():
+    if (path / L.RECIPE).exists():
         weights, base = run_weights(path, "final")
         return ModelRef(label="final", base=base, weights=weights, source=f"run {ref} (final)")
     if (path / "adapter_config.json").exists():
@@ -152,15 +153,15 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
     from sand_framework.engine.runner import prepare
 
     run_part = ref.rpartition(":")[0]
-    run_dir = Path(run_part) if run_part and (Path(run_part) / "recipe.yaml").exists() else (
-        Path(ref) if (Path(ref) / "recipe.yaml").exists() else None)
+    run_dir = Path(run_part) if run_part and (Path(run_part) / L.RECIPE).exists() else (
+        Path(ref) if (Path(ref) / L.RECIPE).exists() else None)
     if recipe_ref is not None:
         data, source = load_recipe(recipe_ref, list(overrides))
         dirs = list(plugin_dirs)
     elif run_dir is not None:
-        source = run_dir / "recipe.yaml"
+        source = run_dir / L.RECIPE
         data = merge(yaml.safe_load(source.read_text()) or {}, parse_overrides(list(overrides)))
-        dirs = list(plugin_dirs) or (read_json(run_dir / "plugins.json", {}) or {}).get("plugin_dirs", [])
+        dirs = list(plugin_dirs) or (read_json(run_dir / L.PLUGINS, {}) or {}).get("plugin_dirs", [])
     else:
         raise RunDirError(f"{ref} is not a run directory; say which recipe's environment and evaluator to use "
                           "with --recipe (e.g. --recipe quickstart)")
@@ -177,14 +178,14 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                 "environment": _slot(recipe, "environment"), "evaluator": _slot(recipe, "evaluator")}
     rd.lock()
     try:
-        spec = rd.read_json("eval.json", {"models": {}})
+        spec = rd.read_json(L.EVAL_SPEC, {"models": {}})
         old = spec["models"].get(model.label)
         same = ("base_model", "weights", "environment", "evaluator")  # not how the model or recipe was named
         if old is not None and {k: old.get(k) for k in same} != {k: identity[k] for k in same}:
             raise RunDirError(f"{rd.path} already holds an evaluation labelled {model.label!r} of a different "
                               f"model or setup ({old.get('model')}); use another -o or --label")
         spec["models"][model.label] = identity
-        rd.write_json("eval.json", spec)
+        rd.write_json(L.EVAL_SPEC, spec)
         ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
         if console is not None:
             ctx.console = console
@@ -202,7 +203,7 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
             results = {}
             for split in splits:
                 task_ids = env.tasks(split)[:limit]
-                log = rd.units("eval", model.label, f"{split}.units.jsonl")
+                log = rd.units(L.eval_units(model.label, split))
                 if log.corrupt:
                     ctx.console.print(f"[yellow]{log.path}: torn record(s) at lines {log.corrupt}; redoing those")
                 progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -213,11 +214,11 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                 results[split] = evaluator.aggregate(task_results)
         finally:
             ctx.close()
-        metrics = rd.read_json("metrics.json", {}) or {}
+        metrics = rd.read_json(L.METRICS, {}) or {}
         metrics.setdefault("eval", {})[model.label] = results
         metrics.setdefault("models", {})[model.label] = identity
         metrics["recipe"] = recipe.run.name
-        rd.write_json("metrics.json", metrics)
+        rd.write_json(L.METRICS, metrics)
     finally:
         rd.unlock()
     return metrics

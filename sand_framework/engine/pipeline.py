@@ -33,6 +33,7 @@ from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
 from sand_framework.errors import EmptyStageError, RecipeError
+from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.types import Trajectory
 
@@ -85,7 +86,7 @@ class Pipeline:
     def expert(self) -> list[Trajectory]:
         """Expert trajectories, one unit per task; a missing or damaged unit is redone, even after the stage."""
         data = self.recipe.data
-        log = self.rd.units("expert", "trajectories.units.jsonl")
+        log = self.rd.units(L.EXPERT_UNITS)
         redone = False
         if log.corrupt:
             self.ctx.console.print(f"[yellow]{log.path}: {len(log.corrupt)} damaged record(s) (lines {log.corrupt}); "
@@ -117,9 +118,9 @@ class Pipeline:
         kept = [t for t in trajs if t.success or data.source != "env"]
         if not kept:
             raise EmptyStageError(self._no_expert_data(len(trajs)))
-        if redone or not self.rd.stage_done("expert"):
-            write_sharegpt(self.rd.file("expert", "expert.sharegpt.json"), kept)
-            self._stage_end("expert", {"trajectories": len(trajs), "successful": len(kept)})
+        if redone or not self.rd.stage_done(L.EXPERT):
+            write_sharegpt(self.rd.file(L.EXPERT_DATA), kept)
+            self._stage_end(L.EXPERT, {"trajectories": len(trajs), "successful": len(kept)})
         return kept
 
     def _no_expert_data(self, tried: int) -> str:
@@ -138,7 +139,7 @@ class Pipeline:
         return expert_trajectory(self.env, task_id)
 
     def train(self, iteration: int, trajs: list[Trajectory], init: str | None) -> str:
-        stage = f"train/iter{iteration}"
+        stage = L.train_stage(iteration)
         if self.rd.stage_done(stage):
             return self.rd.stage_result(stage)["weights"]
         epochs = self.recipe.run.epochs
@@ -148,16 +149,16 @@ class Pipeline:
         t0 = time.time()
         weights = self.ctx.component("trainer").train(TrainRequest(
             trajectories=trajs, base_model=self.ctx.base_model(), init_weights=init,
-            output_dir=str(self.rd.file("weights", f"iter{iteration}", ".keep").parent), epochs=n_epochs,
+            output_dir=str(self.rd.folder(L.weights(iteration))), epochs=n_epochs,
             seed=self.recipe.run.seed + iteration))
         self._stage_end(stage, {"weights": weights, "trajectories": len(trajs), "seconds": round(time.time() - t0, 1)})
         return weights
 
     def synthesize(self, iteration: int, trajs: list[Trajectory], agent_weights: str) -> list[Trajectory]:
-        stage = f"synth/iter{iteration}"
+        stage = L.synth_stage(iteration)
         if not trajs:
             raise EmptyStageError(f"{stage}: no trajectories to synthesize from (the previous stage produced none)")
-        log = self.rd.units(f"iter{iteration}", "synthesis.units.jsonl")
+        log = self.rd.units(L.synthesis_units(iteration))
         order = [t.task_id for t in trajs]
         missing = set(log.missing(order))
         done = self.rd.stage_done(stage)
@@ -197,8 +198,8 @@ class Pipeline:
         units = list(log.values(order))
         new = [Trajectory.from_dict(u["trajectory"]) for u in units]
         if missing or not done:
-            write_sharegpt(self.rd.file(f"iter{iteration}", "deliberation.sharegpt.json"), new)
-            write_messages(self.rd.file(f"iter{iteration}", "deliberation.messages.jsonl"), new)
+            write_sharegpt(self.rd.file(L.deliberation_sharegpt(iteration)), new)
+            write_messages(self.rd.file(L.deliberation_messages(iteration)), new)
             summary = synthesis_summary(units)
             self._stage_end(stage, summary)
             self.ctx.console.print(f"[bold]{stage}[/]: {summary}")
@@ -214,13 +215,13 @@ class Pipeline:
             results[model] = {}
             for split in ev.splits:
                 task_ids = self.env.tasks(split)[: ev.limit]
-                log = self.rd.units("eval", model, f"{split}.units.jsonl")
+                log = self.rd.units(L.eval_units(model, split))
                 task_results = evaluate_tasks(
                     task_ids, log, evaluator, self.env, lambda m=model: self._agent(weights[m]), ev.batch_size,
                     self.progress(), f"eval {model}/{split}")
                 results[model][split] = evaluator.aggregate(task_results)
-        if not self.rd.stage_done("eval"):
-            self._stage_end("eval", {"models": list(ev.models), "splits": list(ev.splits)})
+        if not self.rd.stage_done(L.EVAL):
+            self._stage_end(L.EVAL, {"models": list(ev.models), "splits": list(ev.splits)})
         return results
 
     def _agent(self, weights: str | None):
@@ -242,21 +243,21 @@ class Pipeline:
             self.iteration = k
             data = self.synthesize(k, data, weights[f"iter{k - 1}"])
             init = weights[f"iter{k - 1}"] if run.train_from == "previous" else None
-            already = self.rd.stage_done(f"train/iter{k}")
+            already = self.rd.stage_done(L.train_stage(k))
             weights[f"iter{k}"] = self.train(k, data, init=init)
             if not already:
-                self._notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(f"synth/iter{k}"))
+                self._notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(L.synth_stage(k)))
         weights["final"] = weights[f"iter{run.iterations}"]
         metrics = {
             "run": str(self.rd.path),
             "recipe": run.name,
             "eval": self.evaluate(weights),
-            "synthesis": {f"iter{k}": self.rd.stage_result(f"synth/iter{k}") for k in range(1, run.iterations + 1)},
+            "synthesis": {f"iter{k}": self.rd.stage_result(L.synth_stage(k)) for k in range(1, run.iterations + 1)},
             "weights": weights,
             "backend": getattr(ctx.components.get("policy"), "stats", {}),
         }
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
-        self.rd.write_json("metrics.json", metrics)
+        self.rd.write_json(L.METRICS, metrics)
         self._notify("sand_run_end", metrics=metrics)
         return metrics
 

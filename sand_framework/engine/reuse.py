@@ -12,35 +12,23 @@ otherwise the arms would silently compare different starting points.
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Any
 
 from sand_framework.components.declared import SYNTHESIS_SLOTS
 from sand_framework.config import Recipe
 from sand_framework.errors import RunDirError
-from sand_framework.store import RunDir
+from sand_framework.store import RunDir, RunLayout
 
 REUSABLE = "expert, train/iter<K> and synth/iter<K>"
 
 
-def stage_folders(stage: str) -> list[str]:
-    """The run-directory folders that hold a stage's output."""
-    kind, k = _parse(stage)
-    return {"expert": ["expert"], "train": [f"weights/iter{k}"], "synth": [f"iter{k}"]}[kind]
-
-
-_ITERATION_STAGE = re.compile(r"(train|synth)/iter(\d+)")
-
-
 def _parse(stage: str) -> tuple[str, int]:
     """``expert`` -> (expert, 0); ``train/iterK`` (K >= 0) and ``synth/iterK`` (K >= 1) -> (kind, K)."""
-    if stage == "expert":
-        return "expert", 0
-    m = _ITERATION_STAGE.fullmatch(stage)
-    if m and (m[1] == "train" or int(m[2]) >= 1):
-        return m[1], int(m[2])
-    raise RunDirError(f"stage {stage!r} cannot be reused; reusable stages: {REUSABLE}")
+    parsed = RunLayout.parse_stage(stage)
+    if parsed is None or parsed[0] == RunLayout.EVAL:
+        raise RunDirError(f"stage {stage!r} cannot be reused; reusable stages: {REUSABLE}")
+    return parsed
 
 
 def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
@@ -84,6 +72,6 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
         if diffs:
             raise RunDirError(f"cannot reuse {stage!r} from {source.path}: its inputs differ ("
                               + "; ".join(diffs) + "). Make the recipes agree on these settings, or drop the reuse.")
-        target.adopt(source, stage, stage_folders(stage))
+        target.adopt(source, stage, RunLayout.stage_folders(stage))
         adopted.append(stage)
     return adopted

@@ -18,8 +18,7 @@ from sand_framework.errors import DiskFullError, RunDirError
 from sand_framework.logs import run_log
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
-from sand_framework.store import RunDir
-from sand_framework.store.rundir import RUN_LOG
+from sand_framework.store import RunDir, RunLayout as L
 
 
 def _plugin_lists(data: dict[str, Any], extra_dirs: list[str]) -> tuple[list[str], list[str]]:
@@ -63,16 +62,16 @@ def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = 
     """Validate a recipe and make its run directory (holding the resolved recipe), without running it."""
     recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
     rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
-    rd.write_text("recipe.yaml", yaml.safe_dump(recipe.raw, sort_keys=False))
+    rd.write_text(L.RECIPE, yaml.safe_dump(recipe.raw, sort_keys=False))
     return recipe, plugins, registries, rd
 
 
 def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, PluginSet, Registries, RunDir]:
     """An existing run directory with its stored recipe validated again (plugins as it ran with)."""
     rd = RunDir.open_existing(path)
-    data = yaml.safe_load((rd.path / "recipe.yaml").read_text())
-    stored_dirs = (rd.read_json("plugins.json", {}) or {}).get("plugin_dirs", [])
-    recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / "recipe.yaml"))
+    data = yaml.safe_load((rd.path / L.RECIPE).read_text())
+    stored_dirs = (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
+    recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / L.RECIPE))
     return recipe, plugins, registries, rd
 
 
@@ -89,13 +88,13 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         recipe, plugins, registries, rd = create(recipe_ref, overrides, plugin_dirs, run_dir)
     rd.lock()
     try:
-        dirs = list(plugin_dirs) or (rd.read_json("plugins.json", {}) or {}).get("plugin_dirs", [])
-        rd.write_json("plugins.json", {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
+        dirs = list(plugin_dirs) or (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
+        rd.write_json(L.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
                                        "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
         ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
         ctx.console.print(f"[bold]run directory[/]: {rd.path}")
         try:
-            with run_log(rd.path / RUN_LOG):
+            with run_log(rd.path / L.LOG):
                 metrics = Pipeline(ctx).run()
         except Exception as exc:
             if disk_full(exc, rd.path):

@@ -21,7 +21,7 @@ def build_report(run_dirs: list[str | Path], out_dir: str | Path, bands_from: st
     ``bands_from`` (``PATH[:MODEL]``) takes the difficulty bands of every run from that evaluation
     instead of each run's own base (else SFT) model.
     """
-    from sand_framework.store import atomic_write_text
+    from sand_framework.store import RunLayout, atomic_write_text
 
     runs = load_runs(list(run_dirs), bands_from)
     out = Path(out_dir)
@@ -59,7 +59,8 @@ def build_report(run_dirs: list[str | Path], out_dir: str | Path, bands_from: st
         md += ["## Synthesis", "", "Per SAND iteration: expert steps examined by the detector, steps deliberated, "
                "distinct candidates per deliberated step, rollouts executed, synthesizer fallbacks.", "",
                tables.synthesis_table(runs), ""]
-    tb = [r for r in runs if (r.path / "weights").is_dir() and any((r.path / "weights").glob("iter*/logs"))]
+    weights = RunLayout.WEIGHTS
+    tb = [r for r in runs if (r.path / weights).is_dir() and any((r.path / weights).glob("iter*/logs"))]
     if tb:
         md += ["## Training curves", "", "Training logs are TensorBoard event files: `tensorboard --logdir "
                + " ".join(f"{r.shown_path}/weights" for r in tb) + "`.", ""]

@@ -17,7 +17,7 @@ import yaml
 from sand_framework.components import TaskResult
 from sand_framework.errors import RunDirError
 from sand_framework.metrics import difficulty_bands, task_results_from_units
-from sand_framework.store import UnitLog, read_json
+from sand_framework.store import RunLayout as L, UnitLog, read_json
 
 Key = tuple[str, str]
 """(split, task_id): identifies an evaluated task."""
@@ -92,22 +92,22 @@ class RunData:
 
 def load_run(path: str | Path) -> RunData:
     path = Path(path)
-    has_eval = (path / "eval").is_dir()
-    if not (path / "recipe.yaml").exists() and not (path / "metrics.json").exists() and not has_eval:
+    has_eval = (path / L.EVAL).is_dir()
+    if not (path / L.RECIPE).exists() and not (path / L.METRICS).exists() and not has_eval:
         raise RunDirError(f"{path} is neither a SAND run directory (recipe.yaml) nor a `sand eval` folder "
                           "(metrics.json, eval/)")
     recipe = {}
-    if (path / "recipe.yaml").exists():
-        recipe = yaml.safe_load((path / "recipe.yaml").read_text()) or {}
-    metrics = read_json(path / "metrics.json", {}) or {}
+    if (path / L.RECIPE).exists():
+        recipe = yaml.safe_load((path / L.RECIPE).read_text()) or {}
+    metrics = read_json(path / L.METRICS, {}) or {}
     name = (recipe.get("run") or {}).get("name") or path.name
     run = RunData(path=path, label=name, name=name, recipe=recipe)
     if has_eval:
-        for model_dir in sorted(p for p in (path / "eval").iterdir() if p.is_dir()):
-            for log_path in sorted(model_dir.glob("*.units.jsonl")):
+        for model_dir in sorted(p for p in (path / L.EVAL).iterdir() if p.is_dir()):
+            for log_path in sorted(model_dir.glob(f"*{L.UNITS}")):
                 results = task_results_from_units(UnitLog(log_path).values())
                 if results:
-                    run.evals.setdefault(model_dir.name, {})[log_path.name[: -len(".units.jsonl")]] = results
+                    run.evals.setdefault(model_dir.name, {})[log_path.name[: -len(L.UNITS)]] = results
     run.synthesis = load_synthesis(path, metrics)
     run.reference = next((m for m in REFERENCE_ORDER if m in run.evals), run.models[0] if run.models else None)
     if run.reference is not None:
@@ -119,13 +119,13 @@ def load_synthesis(path: Path, metrics: dict[str, Any]) -> dict[int, dict[str, A
     """Synthesis totals per iteration: from state.json when the stage finished, else from its unit log."""
     from sand_framework.engine.pipeline import synthesis_summary
 
-    done = (read_json(path / "state.json", {"done": {}}) or {"done": {}}).get("done", {})
+    done = (read_json(path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
     out: dict[int, dict[str, Any]] = {}
-    for d in sorted(path.glob("iter*/synthesis.units.jsonl")):
-        k = int(d.parent.name[4:]) if d.parent.name[4:].isdigit() else None
-        if k is None:
+    for k in L.iterations_in(path):
+        d = path / L.synthesis_units(k)
+        if not d.is_file():
             continue
-        summary = done.get(f"synth/iter{k}") or (metrics.get("synthesis") or {}).get(f"iter{k}")
+        summary = done.get(L.synth_stage(k)) or (metrics.get("synthesis") or {}).get(f"iter{k}")
         if not summary:
             units = list(UnitLog(d).values())
             summary = {**synthesis_summary(units), "partial": True} if units else None

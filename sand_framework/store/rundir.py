@@ -1,20 +1,8 @@
 """The run directory: one folder per run holding everything needed to audit and resume it.
 
-Layout::
-
-    RUN/
-      recipe.yaml          resolved recipe (the exact config that ran)
-      plugins.json         loaded plugins with versions and hooks
-      state.json           finished stages, in order; paths inside the run are stored relative to it
-                           (``./weights/iter0/final``), so a copied or moved run uses its own files
-      run.lock             held (flock) by the process running it
-      run.log              the run's log records (SAND's, plugins', warnings), appended by every resume
-      expert/trajectories.units.jsonl
-      iter1/synthesis.units.jsonl   one unit per expert trajectory
-      iter1/deliberation.sharegpt.json, iter1/deliberation.messages.jsonl
-      weights/iter0/ ...   trainer output (checkpoints/, final/)
-      eval/<model>/<split>.units.jsonl
-      metrics.json
+Its file and folder names are :class:`~sand_framework.store.layout.RunLayout`'s;
+paths inside the run are stored relative to it in ``state.json``
+(``./weights/iter0/final``), so a copied or moved run uses its own files.
 
 Every file the run reads back is checked when it is read: a damaged one
 stops the command with :class:`RunDirError` (exit 3) naming the file and what
@@ -33,23 +21,23 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.errors import RunDirError
+from sand_framework.store.layout import RunLayout
 from sand_framework.store.files import UnitLog, atomic_write_json, atomic_write_text, not_writable, read_json
-
-RUN_LOG = "run.log"
-"""The run's log file: every log record of ``sand run`` while it holds the run, appended by each resume."""
 
 RUN_RELATIVE = "./"
 """Prefix of a path stored relative to the run directory (in ``state.json`` stage results)."""
 
+L = RunLayout
+
 FIXES: dict[str, str] = {
-    "recipe.yaml": "It is the recipe this run started with: restore it from a copy of the run, or start a new run "
+    L.RECIPE: "It is the recipe this run started with: restore it from a copy of the run, or start a new run "
                    "(`sand run RECIPE`).",
-    "state.json": "It lists the finished stages: restore it from a copy of the run, or delete it and resume "
+    L.STATE: "It lists the finished stages: restore it from a copy of the run, or delete it and resume "
                   "(finished units in *.units.jsonl are kept; whole stages such as training are redone).",
-    "plugins.json": "It records the plugins the run used: delete it and resume (it is rewritten; give "
+    L.PLUGINS: "It records the plugins the run used: delete it and resume (it is rewritten; give "
                     "--plugins-dir again if the run used plugin folders).",
-    "metrics.json": "It is rewritten at the end of the run: delete it and resume (`sand run --resume RUN`).",
-    "eval.json": "It records what this folder evaluated: delete it and rerun `sand eval` with the same -o.",
+    L.METRICS: "It is rewritten at the end of the run: delete it and resume (`sand run --resume RUN`).",
+    L.EVAL_SPEC: "It records what this folder evaluated: delete it and rerun `sand eval` with the same -o.",
 }
 """What to do about each file a run reads back, when it is damaged."""
 
@@ -82,7 +70,7 @@ class RunDir:
     def create_at(cls, path: str | os.PathLike) -> "RunDir":
         """Use exactly ``path`` (must not already hold a run; resume those with --resume)."""
         path = Path(path)
-        if (path / "recipe.yaml").exists():
+        if (path / L.RECIPE).exists():
             raise RunDirError(f"{path} already holds a run; continue it with `sand run --resume {path}`")
         _mkdir(path, parents=True, exist_ok=True, what="--run-dir")
         return cls(path)
@@ -91,7 +79,7 @@ class RunDir:
     def open_existing(cls, path: str | os.PathLike) -> "RunDir":
         """An existing run, its bookkeeping files checked (readable, well-formed) before anything uses them."""
         path = Path(path)
-        if not (path / "recipe.yaml").is_file():
+        if not (path / L.RECIPE).is_file():
             raise RunDirError(
                 f"{path} is not a SAND run directory (no recipe.yaml). Pass the folder `sand run` printed, "
                 "e.g. runs/quickstart-20260101-120000."
@@ -104,22 +92,22 @@ class RunDir:
         """Raise :class:`RunDirError` naming the first damaged bookkeeping file and what to do about it."""
         from sand_framework.config import yamlsafe
 
-        recipe = self.path / "recipe.yaml"
+        recipe = self.path / L.RECIPE
         try:
             data = yamlsafe.load(yamlsafe.read_text(recipe))
         except OSError as exc:
-            raise RunDirError(f"{recipe} cannot be read ({exc.strerror or exc}). {FIXES['recipe.yaml']}") from None
+            raise RunDirError(f"{recipe} cannot be read ({exc.strerror or exc}). {FIXES[L.RECIPE]}") from None
         except Exception as exc:  # noqa: BLE001 - invalid YAML, binary, too large
-            raise RunDirError(f"{recipe} is damaged ({str(exc)[:200]}). {FIXES['recipe.yaml']}") from None
+            raise RunDirError(f"{recipe} is damaged ({str(exc)[:200]}). {FIXES[L.RECIPE]}") from None
         if not isinstance(data, dict):
             raise RunDirError(f"{recipe} is damaged (it holds {'nothing' if data is None else type(data).__name__}, "
-                              f"not a recipe). {FIXES['recipe.yaml']}")
+                              f"not a recipe). {FIXES[L.RECIPE]}")
         self._state()
-        plugins = self.read_json("plugins.json", {})
+        plugins = self.read_json(L.PLUGINS, {})
         dirs = plugins.get("plugin_dirs", []) if isinstance(plugins, dict) else None
         if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
-            raise RunDirError(f"{self.path / 'plugins.json'} is damaged (expected an object with a list "
-                              f"`plugin_dirs`). {FIXES['plugins.json']}")
+            raise RunDirError(f"{self.path / L.PLUGINS} is damaged (expected an object with a list "
+                              f"`plugin_dirs`). {FIXES[L.PLUGINS]}")
 
     # -- locking -----------------------------------------------------------
 
@@ -129,7 +117,7 @@ class RunDir:
         ``flock`` is released by the kernel when its holder dies, so a lock
         file left by a killed run never blocks a resume (a stale lock).
         """
-        lock_path = self.path / "run.lock"
+        lock_path = self.path / L.LOCK
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise RunDirError(f"{self.path} is read-only for you: a run writes its results into its directory. "
                               f"Make it writable (chmod -R u+w {self.path}), or copy it (cp -r {self.path} COPY) and "
@@ -163,6 +151,12 @@ class RunDir:
         _mkdir(p.parent, parents=True, exist_ok=True, what="the run directory")
         return p
 
+    def folder(self, *parts: str) -> Path:
+        """A folder of the run, made if missing."""
+        p = self.path.joinpath(*parts)
+        _mkdir(p, parents=True, exist_ok=True, what="the run directory")
+        return p
+
     def units(self, *parts: str) -> UnitLog:
         return UnitLog(self.file(*parts))
 
@@ -183,10 +177,10 @@ class RunDir:
     # -- stage bookkeeping ---------------------------------------------------
 
     def _state(self) -> dict[str, Any]:
-        state = self.read_json("state.json", {"done": {}})
+        state = self.read_json(L.STATE, {"done": {}})
         if not isinstance(state, dict) or not isinstance(state.get("done"), dict):
-            raise RunDirError(f"{self.path / 'state.json'} is damaged (expected {{\"done\": {{stage: result}}}}). "
-                              f"{FIXES['state.json']}")
+            raise RunDirError(f"{self.path / L.STATE} is damaged (expected {{\"done\": {{stage: result}}}}). "
+                              f"{FIXES[L.STATE]}")
         return state
 
     def finished_stages(self) -> list[str]:
@@ -204,7 +198,7 @@ class RunDir:
         """Record ``stage`` as finished; paths inside the run directory are stored relative to it."""
         state = self._state()
         state["done"][stage] = self._to_stored(result)
-        self.write_json("state.json", state)
+        self.write_json(L.STATE, state)
 
     def _to_stored(self, value: Any) -> Any:
         if isinstance(value, dict):
@@ -239,7 +233,7 @@ class RunDir:
         the original still exists they would silently keep using it.
         """
         p = Path(value)
-        if "weights" not in p.parts:
+        if L.WEIGHTS not in p.parts:
             return value
         try:
             p.resolve().relative_to(self.path.resolve())
@@ -247,7 +241,7 @@ class RunDir:
         except (ValueError, OSError):
             pass
         parts = p.parts
-        inside = self.path.absolute().joinpath(*parts[len(parts) - 1 - parts[::-1].index("weights"):])
+        inside = self.path.absolute().joinpath(*parts[len(parts) - 1 - parts[::-1].index(L.WEIGHTS):])
         return str(inside) if inside.exists() else value
 
     def adopt(self, source: "RunDir", stage: str, folders: list[str]) -> None:

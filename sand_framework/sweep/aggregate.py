@@ -17,6 +17,7 @@ from typing import Any
 
 from sand_framework.report.figures import SeedRow, success_by_seed_figure
 from sand_framework.report.tables import markdown_table
+from sand_framework.store import RunLayout
 from sand_framework.store.files import atomic_write_json, atomic_write_text, read_json
 from sand_framework.sweep.compare import GameOutcomes, comparisons_markdown, compare, success_interval
 from sand_framework.sweep.runner import finished, run_dir_of, wall_seconds
@@ -68,7 +69,7 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
         for seed in spec.seeds_of(arm):
             path = run_dir_of(out, arm.name, seed)
             if finished(path):
-                metrics[seed] = read_json(path / "metrics.json")
+                metrics[seed] = read_json(path / RunLayout.METRICS)
             else:
                 missing.append(f"{arm.name}/seed{seed}")
         for model, label in arm.report.items():

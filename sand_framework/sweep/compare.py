@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.report.tables import markdown_table
-from sand_framework.store import UnitLog
+from sand_framework.store import RunLayout, UnitLog
 from sand_framework.sweep.paired import binomial_two_sided, wilson_interval
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.spec import ComparisonSpec, SweepSpec, seed_pairs
@@ -52,7 +52,7 @@ class GameOutcomes:
             found: Outcomes = {}
             for seed in self.spec.seeds_of(self.spec.arm(arm)):
                 run = run_dir_of(self.out, arm, seed)
-                log = run / "eval" / model / f"{split}.units.jsonl"
+                log = run / RunLayout.eval_units(model, split)
                 if finished(run) and log.is_file():
                     games = {u["trajectory"]["task_id"]: bool(u["trajectory"].get("success"))
                              for u in UnitLog(log).values()}

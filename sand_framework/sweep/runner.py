@@ -22,6 +22,7 @@ from sand_framework.engine.reuse import reuse_stages
 from sand_framework.engine.runner import create, reopen
 from sand_framework.errors import SandError
 from sand_framework.logs import console_level
+from sand_framework.store import RunLayout
 from sand_framework.store.files import atomic_write_json, read_json
 from sand_framework.sweep.spec import ArmSpec, SweepSpec, arm_overrides
 
@@ -31,7 +32,8 @@ def run_dir_of(out: Path, arm: str, seed: int) -> Path:
 
 
 def finished(run_dir: Path) -> bool:
-    return (run_dir / "metrics.json").is_file() and "eval" in (read_json(run_dir / "state.json", {}) or {}).get("done", {})
+    done = (read_json(run_dir / RunLayout.STATE, {}) or {}).get("done", {})
+    return (run_dir / RunLayout.METRICS).is_file() and RunLayout.EVAL in done
 
 
 @dataclass
@@ -48,7 +50,7 @@ class RunOutcome:
 def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs: list[str]) -> Path:
     """Create the arm's run directory (validated recipe, reused stages) unless it exists already."""
     path = run_dir_of(out, arm.name, seed)
-    if (path / "recipe.yaml").is_file():
+    if (path / RunLayout.RECIPE).is_file():
         return path
     recipe, _, _, rd = create(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs, str(path))
     if arm.reuse is not None:
