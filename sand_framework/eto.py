@@ -29,7 +29,7 @@ def import_eto(path: str | os.PathLike, env: Any, limit: int | None = None, veri
     replayed in the environment, must reproduce its observations, and gets
     the replay's reward and success.
     """
-    from sand_framework.engine.expert import replay_outcome
+    from sand_framework.rollout import replay_outcome
     from sand_framework.errors import ReplayMismatch, SandError
     from sand_framework.formats import FormatError, _turns, from_conversation, loads, non_finite, record_id
 

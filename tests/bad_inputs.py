@@ -27,7 +27,7 @@ run: {name: bad}
 def _hold_lock(tmp: Path) -> Callable[[], None]:
     """A live process holding a run directory's lock (what a running `sand run` does)."""
     run = tmp / "locked"
-    code = ("import time; from sand_framework.engine.runner import create; "
+    code = ("import time; from sand_framework.app.runner import create; "
             f"rd = create('smoke', run_dir={str(run)!r})[3]; rd.lock(); print('locked', flush=True); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()
@@ -44,7 +44,7 @@ class Unsupported(Exception):
 
 def _stored_run(tmp: Path, name: str = "run") -> Path:
     """A run directory as `sand run` leaves it before its first stage (recipe.yaml, no results yet)."""
-    from sand_framework.engine.runner import create
+    from sand_framework.app.runner import create
 
     create("smoke", run_dir=str(tmp / name))
     return tmp / name

@@ -1,7 +1,7 @@
 """A pure-Python environment that hangs, crashes or raises on command, for env-worker pool fault tests.
 
 Workers (processes, Ray actors) rebuild it from its spec by importing this file
-(:func:`sand_framework.engine.envpool.build_env`), so it starts in well under a
+(:func:`sand_framework.rollout.worker.build_env`), so it starts in well under a
 second, unlike a JVM-backed environment. Actions:
 
 * ``hang``: the first ``hang`` ever (across every worker: a marker file in

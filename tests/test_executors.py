@@ -173,7 +173,7 @@ def flaky(tmp_path):
 
 
 def _ray_pool(env, workers, **kw):
-    from sand_framework.engine.raypool import RayEnvPool
+    from sand_framework.rollout import RayEnvPool
 
     pool = RayEnvPool(env, num_workers=workers, num_cpus=0.5, **kw)
     handles = pool.take(workers)

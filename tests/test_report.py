@@ -151,7 +151,7 @@ def test_report_cli_rejects_a_folder_without_runs(tmp_path):
 
 
 def test_adapter_base_falls_back_to_the_recipe(tmp_path):
-    from sand_framework.engine.evaluation import resolve_model_ref
+    from sand_framework.app.model_eval import resolve_model_ref
 
     adapter = tmp_path / "runx" / "final"
     adapter.mkdir(parents=True)

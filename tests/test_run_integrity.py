@@ -174,7 +174,7 @@ def test_damaged_bookkeeping_files_are_named_with_the_fix(tmp_path, name, conten
 def test_sand_eval_of_a_copied_run_uses_the_copys_weights(tmp_path):
     import shutil
 
-    from sand_framework.engine.evaluation import run_weights
+    from sand_framework.app.model_eval import run_weights
 
     rd = RunDir.create_at(tmp_path / "a")
     (rd.path / "recipe.yaml").write_text("run: {iterations: 1}\nmodel: {base: tiny-random}\n")

@@ -114,8 +114,8 @@ def test_second_sweep_skips_finished_runs(sweep):
 
 
 def test_reuse_refuses_a_recipe_whose_sft_inputs_differ(sweep, tmp_path):
-    from sand_framework.engine.reuse import reuse_stages
-    from sand_framework.engine.runner import create, reopen
+    from sand_framework.app.reuse import reuse_stages
+    from sand_framework.app.runner import create, reopen
 
     out, _, _ = sweep
     recipe, _, _, rd = create("smoke", [*SMOKE, "trainer.learning_rate=0.1"], run_dir=str(tmp_path / "other"))
@@ -129,8 +129,8 @@ def test_reuse_refuses_a_recipe_whose_sft_inputs_differ(sweep, tmp_path):
 
 def test_a_longer_run_adopts_finished_iterations_and_computes_only_the_new_one(sweep, tmp_path):
     """SAND iteration 2 as its own arm: iteration 1 is the SAND arm's, bit for bit; iteration 2 runs here."""
-    from sand_framework.engine.reuse import reuse_stages
-    from sand_framework.engine.runner import create, reopen
+    from sand_framework.app.reuse import reuse_stages
+    from sand_framework.app.runner import create, reopen
 
     out, _, _ = sweep
     source = out / "sand" / "seed0"
@@ -151,8 +151,8 @@ def test_a_longer_run_adopts_finished_iterations_and_computes_only_the_new_one(s
 
 
 def test_reuse_refuses_iterations_made_with_a_different_synthesis_slot(sweep, tmp_path):
-    from sand_framework.engine.reuse import reuse_stages
-    from sand_framework.engine.runner import create, reopen
+    from sand_framework.app.reuse import reuse_stages
+    from sand_framework.app.runner import create, reopen
 
     out, _, _ = sweep
     source = out / "sand" / "seed0"

@@ -11,8 +11,7 @@ from sand_framework import hookimpl
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
 from sand_framework.deliberation import is_deliberation
 from sand_framework.metrics import aggregate_results
-from sand_framework.engine.envpool import EnvPool
-from sand_framework.engine.episodes import Episode, run_lockstep
+from sand_framework.rollout import EnvPool, Episode, run_lockstep
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import SamplingParams, Trajectory
 

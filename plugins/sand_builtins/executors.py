@@ -9,8 +9,7 @@ from annotated_types import Ge, Gt
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
-from sand_framework.engine.envpool import EnvPool
-from sand_framework.engine.episodes import Episode, act_all, run_lockstep
+from sand_framework.rollout import EnvPool, Episode, act_all, run_lockstep
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Rollout, SamplingParams
@@ -144,7 +143,7 @@ class ProcessPoolExecutor(InProcessExecutor):
         """The same limit for a worker's first call, which includes its start-up (environment, JVM)."""
 
     def make_pool(self, env: Environment) -> EnvPool:
-        from sand_framework.engine.envpool import ProcessEnvPool
+        from sand_framework.rollout import ProcessEnvPool
 
         if self.params.start_method not in ("spawn", "forkserver"):
             raise ValueError(f"executor process_pool: start_method must be spawn or forkserver, "
@@ -196,7 +195,7 @@ class RayExecutor(InProcessExecutor):
         """Extra ``ray.init(...)`` arguments when this executor initializes Ray (e.g. runtime_env)."""
 
     def make_pool(self, env: Environment) -> EnvPool:
-        from sand_framework.engine.raypool import RayEnvPool
+        from sand_framework.rollout import RayEnvPool
 
         p = self.params
         return RayEnvPool(env, num_workers=p.num_workers, address=p.address, num_cpus=p.num_cpus,

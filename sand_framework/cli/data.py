@@ -103,7 +103,7 @@ def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_
     modules: list[str] = []
     dirs = list(plugin_dirs)
     if recipe:
-        from sand_framework.engine.runner import resolve
+        from sand_framework.app.runner import resolve
 
         r, _, _ = resolve(recipe, [], dirs)
         modules, dirs = list(r.plugins.modules), dirs + list(r.plugins.dirs)

@@ -36,7 +36,7 @@ def command() -> None:
 def _build_env(env_name: str, recipe: str | None, overrides: list[str], plugin_dirs: list[str]):
     """The environment component from ``--recipe``'s node (if given) with ``key=value`` overrides."""
     if recipe:
-        from sand_framework.engine.runner import resolve
+        from sand_framework.app.runner import resolve
 
         r, _, registries = resolve(recipe, [f"environment.{o}" for o in overrides], plugin_dirs)
         name, params = r.slots["environment"]

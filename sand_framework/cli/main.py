@@ -42,7 +42,7 @@ def recipe_command(fn):
 @friendly
 def run(recipe, overrides, resume, run_dir, plugin_dirs):
     """Run RECIPE (a path or a bundled name like `quickstart`) with key=value OVERRIDES."""
-    from sand_framework.engine.runner import run as run_recipe
+    from sand_framework.app.runner import run as run_recipe
 
     if recipe and "=" in recipe and resume:  # `sand run --resume DIR` may be followed by nothing else
         overrides = (recipe, *overrides)
@@ -59,7 +59,7 @@ def validate(recipe, overrides, plugin_dirs):
     beyond the built-ins that a run of it would load.
     """
     from sand_framework.config.preflight import preflight
-    from sand_framework.engine.runner import resolve
+    from sand_framework.app.runner import resolve
     from sand_framework.errors import RecipeError
 
     r, plugins, _ = resolve(recipe, list(overrides), list(plugin_dirs))
@@ -77,7 +77,7 @@ def validate(recipe, overrides, plugin_dirs):
 @recipe_command
 def config(recipe, overrides, plugin_dirs):
     """Print the resolved RECIPE (extends and overrides applied, component defaults filled in)."""
-    from sand_framework.engine.runner import resolve
+    from sand_framework.app.runner import resolve
 
     r, _, _ = resolve(recipe, list(overrides), list(plugin_dirs))
     out = {k: dataclasses.asdict(getattr(r, k)) for k in ("run", "model", "data", "eval", "plugins")}

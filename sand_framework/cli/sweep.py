@@ -33,7 +33,7 @@ def command(sweep_file, out_dir, arms, seeds, plan, table_only, compare_only, pl
     from the same seed's expert data and SFT weights of the arm they name. Ends by writing OUT/results.md
     (with the paired tests of `comparisons:`) and OUT/success_by_arm.png.
     """
-    from sand_framework.engine.runner import resolve
+    from sand_framework.app.runner import resolve
     from sand_framework.errors import RecipeError
     from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
 

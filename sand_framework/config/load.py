@@ -8,7 +8,7 @@ that writes ``critic: {name: no_rollout_critic}`` does not inherit the paper
 critic's keys.
 
 Everything read here is data: YAML is loaded with the safe loader within the
-limits of :mod:`~sand_framework.config.yamlsafe`, interpolation is limited as
+limits of :mod:`~sand_framework.store.yamlsafe`, interpolation is limited as
 described in :mod:`~sand_framework.config.interpolate`, and a recipe that
 names plugin code is refused unless the user allows it
 (:mod:`~sand_framework.config.codegate`).
@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from sand_framework.config import yamlsafe
+from sand_framework.store import yamlsafe
 from sand_framework.config.codegate import check_recipe_code
 from sand_framework.config.interpolate import resolve
 from sand_framework.config.schema import SLOTS

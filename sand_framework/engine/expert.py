@@ -1,4 +1,4 @@
-"""Expert trajectories: the environment's own expert, replay checks and model-written thoughts.
+"""Expert trajectories: the environment's own expert and model-written thoughts.
 
 Shared by the pipeline's ``expert`` stage and ``sand data expert`` so both
 produce the same trajectories.
@@ -30,19 +30,6 @@ def expert_trajectory(env: Environment, task_id: str) -> Trajectory:
         if res.done:
             break
     return traj
-
-
-def replay_outcome(env: Environment, traj: Trajectory, check_observations: bool = True) -> tuple[float, bool]:
-    """Reset and replay ``traj``'s actions; return (reward, success). Raises ReplayMismatch on divergence."""
-    expected: list[str | None] | None = None
-    if check_observations:
-        expected = [s.observation for s in traj.steps]
-        if expected and not expected[-1]:
-            expected[-1] = None  # ShareGPT files end on the agent's turn: the last observation is not stored
-    results = env.replay(traj.task_id, traj.actions, expected=expected)
-    if not results:
-        return 0.0, False
-    return results[-1].reward, results[-1].success
 
 
 THOUGHT_PROMPT = """You are writing the reasoning of an agent that acts in a text environment.

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.errors import RunDirError
-from sand_framework.store.layout import RunLayout
+from sand_framework.store import yamlsafe
 from sand_framework.store.files import UnitLog, atomic_write_json, atomic_write_text, not_writable, read_json
+from sand_framework.store.layout import RunLayout
 
 RUN_RELATIVE = "./"
 """Prefix of a path stored relative to the run directory (in ``state.json`` stage results)."""
@@ -90,8 +91,6 @@ class RunDir:
 
     def check(self) -> None:
         """Raise :class:`RunDirError` naming the first damaged bookkeeping file and what to do about it."""
-        from sand_framework.config import yamlsafe
-
         recipe = self.path / L.RECIPE
         try:
             data = yamlsafe.load(yamlsafe.read_text(recipe))

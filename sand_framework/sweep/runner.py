@@ -18,8 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sand_framework.engine.reuse import reuse_stages
-from sand_framework.engine.runner import create, reopen
+from sand_framework.app.reuse import reuse_stages
+from sand_framework.app.runner import create, reopen
 from sand_framework.errors import SandError
 from sand_framework.logs import console_level
 from sand_framework.store import RunLayout

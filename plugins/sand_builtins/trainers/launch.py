@@ -3,8 +3,8 @@
 ``trainer.launch: {num_processes: 8, config: fsdp}`` makes the trainer write
 its request (trajectories, params) into the stage's output directory and run
 ``accelerate launch --config_file CONFIG --num_processes N -m
-sand_builtins.trainers.launch REQUEST``; every rank rebuilds the same trainer
-from that file and trains in process. The parent holds no model meanwhile
+sand_builtins.trainers.rank REQUEST``; every rank rebuilds the same trainer
+from that file and trains in process (:mod:`.rank`). The parent holds no model meanwhile
 (the engine has released its policy before any training stage), so the GPUs
 are free for the ranks. ``final/`` appearing is the success signal, exactly as
 in one process, so resume behaves the same.
@@ -88,7 +88,7 @@ def launch(request: TrainRequest, params: Any) -> None:
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
            str(config_path(params.launch.config)), "--num_processes", str(params.launch.num_processes),
            "--num_machines", "1", "--main_process_port", str(_free_port()),
-           "-m", "sand_builtins.trainers.launch", str(req_file)]
+           "-m", "sand_builtins.trainers.rank", str(req_file)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0 or not (out / "final").is_dir():
@@ -96,20 +96,3 @@ def launch(request: TrainRequest, params: Any) -> None:
             f"training under `accelerate launch` ({params.launch.num_processes} processes, config "
             f"{params.launch.config}) exited with status {proc.returncode}; the ranks' output is above. "
             f"Fix the cause and resume the run: checkpoints in {out / 'checkpoints'} are kept.")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of every rank: rebuild the trainer from the request file and train in this process."""
-    from sand_builtins.trainers.trl_sft import LaunchParams, Params, TrlSftTrainer
-    from sand_framework.config.typecheck import build
-
-    (path,) = argv if argv is not None else sys.argv[1:]
-    raw_params, request = read_request(Path(path))
-    params = build(Params, raw_params)
-    params.launch = LaunchParams()  # this process trains; it must not launch again
-    TrlSftTrainer(params).train_in_process(request)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,8 @@
 
 Rollout executors and evaluators both need "let the agent act until done";
 doing it here once keeps their behaviour identical (same parsing, same
-treatment of invalid actions, same step caps, same token accounting).
+treatment of invalid actions, same step caps, same token accounting). A recorded
+episode is checked by replaying it (:func:`replay_outcome`, used on import).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from sand_framework.components import Environment, Policy
 from sand_framework.prompting import format_observation, format_turn, parse_turn
-from sand_framework.types import Chat, Role, SamplingParams, Step, StepResult
+from sand_framework.types import Chat, Role, SamplingParams, Step, StepResult, Trajectory
 
 INVALID_FEEDBACK = "Invalid reply: answer with one line 'Thought: ...' and one line 'Action: <a valid action>'."
 
@@ -22,7 +23,7 @@ class Episode:
     """A live episode: its environment (already positioned), chat so far and bookkeeping."""
 
     env: Environment | Any
-    """The environment, or the handle of a pooled one (see :mod:`sand_framework.engine.envpool`)."""
+    """The environment, or the handle of a pooled one (see :mod:`sand_framework.rollout.pool`)."""
     chat: Chat
     steps_left: int
     steps: list[Step] = field(default_factory=list)
@@ -76,11 +77,6 @@ def act_all(episodes: list[Episode], turns: list[tuple[str, str, bool]], pool: A
         apply(ep, thought, action, by_episode[id(ep)] if valid else None)
 
 
-def act(episode: Episode, thought: str, action: str, valid: bool = True, pool: Any = None) -> None:
-    """Apply one agent turn: step the environment, or record an invalid reply without stepping it."""
-    act_all([episode], [(thought, action, valid)], pool)
-
-
 def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingParams, role: Role = "agent",
                  pool: Any = None) -> None:
     """Advance every episode until done: per depth, one batched ``generate`` for all live chats, then one
@@ -103,3 +99,16 @@ def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingPara
             turns.append((turn.thought, turn.action, turn.valid))
         act_all(live, turns, pool)
         step += 1
+
+
+def replay_outcome(env: Environment, traj: Trajectory, check_observations: bool = True) -> tuple[float, bool]:
+    """Reset and replay ``traj``'s actions; return (reward, success). Raises ReplayMismatch on divergence."""
+    expected: list[str | None] | None = None
+    if check_observations:
+        expected = [s.observation for s in traj.steps]
+        if expected and not expected[-1]:
+            expected[-1] = None  # ShareGPT files end on the agent's turn: the last observation is not stored
+    results = env.replay(traj.task_id, traj.actions, expected=expected)
+    if not results:
+        return 0.0, False
+    return results[-1].reward, results[-1].success

@@ -2,7 +2,7 @@
 
 Ray is imported only when a pool is created, so this module (and the ``ray``
 executor) import without it. Each actor wraps an
-:class:`~sand_framework.engine.envpool.EnvHost`. Three kinds of trouble, three
+:class:`~sand_framework.rollout.worker.EnvHost`. Three kinds of trouble, three
 answers:
 
 * **A lost actor** (its process or node died): Ray restarts it
@@ -35,8 +35,9 @@ from collections import Counter
 from typing import Any
 
 from sand_framework.components import Environment
-from sand_framework.engine.envpool import EnvHost, RemotePool
 from sand_framework.errors import EnvWorkerError, ExtraNotInstalled, install_hint
+from sand_framework.rollout.remote import RemotePool
+from sand_framework.rollout.worker import EnvHost
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,20 @@
+"""The public rollout layer: agent episodes in lock-step and the pools that hold environments warm.
+
+Plugins (executors, evaluators) import from here. Each module has one job:
+:mod:`.episodes` (episodes advanced with one batched model call per step),
+:mod:`.pool` (the pool interface and the local pool), :mod:`.worker` (a
+worker's environments, rebuilt from a spec), :mod:`.remote` (the driver side
+of a pool in workers), :mod:`.processes` (workers as local processes) and
+:mod:`.raypool` (workers as Ray actors; Ray is imported only when one is made).
+"""
+
+from sand_framework.rollout.episodes import INVALID_FEEDBACK, Episode, act_all, replay_outcome, run_lockstep
+from sand_framework.rollout.pool import EnvPool, Handle, ReplayItem
+from sand_framework.rollout.processes import ProcessEnvPool
+from sand_framework.rollout.raypool import RayEnvPool
+from sand_framework.rollout.remote import RemotePool
+from sand_framework.rollout.worker import EnvHost, build_env, env_blob
+
+__all__ = ["INVALID_FEEDBACK", "EnvHost", "EnvPool", "Episode", "Handle", "ProcessEnvPool", "RayEnvPool",
+           "RemotePool", "ReplayItem", "act_all", "build_env", "env_blob",
+           "replay_outcome", "run_lockstep"]

@@ -1,0 +1,84 @@
+"""Warm environment instances handed out as handles: the pool interface, and the local pool.
+
+Starting an environment can cost a JVM launch (TextWorld-Express,
+ScienceWorld) or a PDDL translation (ALFWorld); resetting one is cheap. A pool
+hands out ``k`` independent environments as *handles* and keeps them for reuse.
+
+Everything the engine does to pooled environments goes through two batched
+calls, so that a pool whose environments live in other processes (or on other
+machines) can run them in parallel while model calls stay batched in the
+driver:
+
+* :meth:`EnvPool.replay_all` — position several environments at an action
+  prefix (reset + replay, checked against recorded observations);
+* :meth:`EnvPool.step_all` — one action in each of several environments (one
+  lock-step depth of :func:`sand_framework.rollout.episodes.run_lockstep`).
+
+:class:`EnvPool` is the local pool: handles are the environments themselves and
+both calls are a sequential loop. Pools whose environments live elsewhere
+build on :class:`~sand_framework.rollout.remote.RemotePool` (the driver side),
+:class:`~sand_framework.rollout.worker.EnvHost` (the worker side) and run as
+local processes (:mod:`sand_framework.rollout.processes`) or Ray actors
+(:mod:`sand_framework.rollout.raypool`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sand_framework.components import Environment
+from sand_framework.errors import ReplayMismatch
+from sand_framework.types import StepResult
+
+Handle = Any
+"""What a pool hands out for one environment: the instance itself (local) or a slot number (remote)."""
+
+ReplayItem = tuple[Handle, str, list[str], "list[str] | None"]
+"""``(handle, task_id, actions, expected observations or None)``."""
+
+
+@dataclass
+class EnvPool:
+    """Local pool: handles are :class:`Environment` instances, stepped one after another in this process."""
+
+    prototype: Environment
+    instances: list[Environment] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=lambda: {"env_steps": 0, "replays": 0, "faults_survived": 0})
+
+    def __post_init__(self) -> None:
+        if not self.instances:
+            self.instances.append(self.prototype)
+
+    def take(self, k: int) -> list[Handle]:
+        while len(self.instances) < k:
+            self.instances.append(self.prototype.clone())
+        return self.instances[:k]
+
+    def replay_all(self, items: list[ReplayItem]) -> list[list[StepResult] | ReplayMismatch]:
+        """Position each environment at its prefix; a diverging replay is returned, not raised."""
+        out: list[list[StepResult] | ReplayMismatch] = []
+        for env, task_id, actions, expected in items:
+            self.counters["replays"] += 1
+            self.counters["env_steps"] += len(actions)
+            try:
+                out.append(env.replay(task_id, list(actions), expected))
+            except ReplayMismatch as exc:
+                out.append(exc)
+        return out
+
+    def step_all(self, pairs: list[tuple[Handle, str]]) -> list[StepResult]:
+        """One action in each environment (the same handle never appears twice)."""
+        self.counters["env_steps"] += len(pairs)
+        return [env.step(action) for env, action in pairs]
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self.counters)
+
+    def close(self) -> None:
+        """Close the clones; the prototype belongs to whoever passed it in."""
+        for env in self.instances:
+            if env is not self.prototype:
+                env.close()
+        self.instances = [self.prototype]
