@@ -11,7 +11,8 @@ the ones below it:
 3. the public rollout layer plugins may import (rollout), and ETO data import (eto)
 4. the built-in plugins (sand_builtins)
 5. the loop: engine (pipeline, synthesis, expert, evaluation of tasks)
-6. the application: app (runner, model evaluation, reuse)
+6. the application: app (runner, model evaluation, reuse), and the plugin test kit that drives the loop
+   (testing.detectors; the rest of testing is core)
 7. what users run: report, sweep, cli
 """
 
@@ -32,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sand_framework.rollout", "sand_framework.eto"),
     ("sand_builtins",),
     ("sand_framework.engine",),
-    ("sand_framework.app",),
+    ("sand_framework.app", "sand_framework.testing.detectors"),
     ("sand_framework.report", "sand_framework.sweep", "sand_framework.cli"),
 ]
 
