@@ -28,7 +28,7 @@ log = logging.getLogger("chatty_plugin")
 
 
 @hookimpl
-def sand_run_start(context):
+def sand_run_start(run):
     log.debug("chatty: debug record")
     log.info("chatty: info record")
     log.warning("chatty: warning record")
