@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from sand_framework.cli.main import main
-from sand_framework.hookspecs import KINDS
+from sand_framework.components import SLOTS
 
 
 def components(*args: str, columns: int = 80):
@@ -21,7 +21,7 @@ def test_piped_listing_keeps_every_name_and_plugin_whole():
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert "\x1b" not in res.output and "…" not in res.output
-    for kind in KINDS:
+    for kind in SLOTS:
         assert kind in lines
     for r in rows:
         assert any(line.split()[:1] == [r["name"]] for line in lines), r["name"]
