@@ -27,7 +27,7 @@ def _scienceworld():
 
 
 def _ray():
-    from sand_framework.engine.raypool import _require_ray
+    from sand_framework.rollout.raypool import _require_ray
 
     _require_ray()
 
