@@ -22,7 +22,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from sand_framework.components.kinds import Environment
+from sand_framework.components.environment import Environment
 from sand_framework.types import StepResult
 
 EPISODE_OVER = "The episode is over."

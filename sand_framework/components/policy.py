@@ -1,0 +1,79 @@
+"""The policy kind: an LLM backend with a frozen base model and the agent's current weights.
+
+The rules for every kind (Required vs Provided methods, batching, seeding) are
+in :mod:`sand_framework.components.kinds`.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+from sand_framework.components.base import Component
+from sand_framework.types import Chat, Completion, Role, SamplingParams
+
+
+class Policy(Component, abc.ABC):
+    """An LLM backend holding a frozen base model and the agent's current weights.
+
+    Required: :meth:`setup`, :meth:`set_agent_weights`, :meth:`generate`.
+    Provided: :meth:`release`, :meth:`count_tokens`, :attr:`stats`, ``close``.
+
+    ``role="base"`` calls (critique, synthesis, imagined candidates) use the
+    base model; ``"agent"`` calls (sampling, rollouts, evaluation) use the
+    weights set by :meth:`set_agent_weights`. Prompts are rendered with the
+    base model's own chat template
+    (:class:`sand_framework.chat_format.ChatFormat`), the same rendering the
+    trainer trains on.
+    """
+
+    kind: ClassVar[str] = "policy"
+
+    @abc.abstractmethod
+    def setup(self, base_model: str) -> None:
+        """Required. Load the base model (a local path or hub id, already resolved from an alias).
+
+        Called before the first :meth:`generate` and again after each
+        :meth:`release`.
+        """
+
+    @abc.abstractmethod
+    def set_agent_weights(self, weights: str | None) -> None:
+        """Required. Use these trained weights (adapter or full model folder) for ``role="agent"``.
+
+        ``None`` means the base model itself (before the first training stage).
+        """
+
+    @abc.abstractmethod
+    def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
+        """Required. ``sampling.n`` completions for each chat: one list per chat, in order.
+
+        One batched call where the backend can. ``sampling.temperature == 0``
+        is greedy decoding and must be deterministic; with ``sampling.seed``
+        set, the same chats, weights and params must give the same texts. Each
+        :class:`~sand_framework.types.Completion` carries its prompt and
+        completion token counts (0 where the backend cannot count).
+        """
+
+    def release(self) -> None:
+        """Provided (calls ``close()``): free the model's memory before a training stage.
+
+        The engine calls :meth:`setup` again afterwards. No inference engine
+        may stay resident while the trainer runs (on a GPU it would hold most
+        of the memory the trainer needs). A backend that can sleep and wake
+        (vLLM's sleep mode) may keep its state and make the next ``setup``
+        cheap.
+        """
+        self.close()
+
+    def count_tokens(self, text: str) -> int:
+        """Provided: tokens of ``text`` under the backend's ``tokenizer`` attribute (whitespace words without one)."""
+        tokenizer = getattr(self, "tokenizer", None)
+        if tokenizer is None:
+            return len(text.split())
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Provided (``{}``): cumulative calls, prompt/completion tokens and busy seconds, for the run's metrics."""
+        return {}
