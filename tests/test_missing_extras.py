@@ -54,3 +54,37 @@ def test_missing_package_names_the_extra_and_the_command(monkeypatch, module, lo
         assert f"pip install 'sand-framework[{extra}]'" in msg, msg
     if setup:
         assert setup in msg, msg
+
+
+@pytest.mark.parametrize("overrides, module, extra", [
+    (["policy=vllm"], "vllm", "vllm"),
+    (["executor=ray", "executor.max_new_tokens=112"], "ray", "ray"),
+    (["environment=scienceworld"], "scienceworld", "scienceworld"),
+    (["environment=alfworld"], "alfworld", "alfworld"),
+])
+def test_validate_reports_a_missing_package_before_any_stage(monkeypatch, overrides, module, extra):
+    """`sand validate` names the missing package and its extra (exit 2), instead of the run stopping at the
+    component's first use, which for a policy or an executor comes after the behavior-init SFT."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from sand_framework.cli.main import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    result = CliRunner().invoke(main, ["validate", "quickstart", *overrides])
+    assert result.exit_code == 2, result.output
+    assert f"needs the package {module!r}, which is not installed" in result.output, result.output
+    assert f"pip install 'sand-framework[{extra}]'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_validate_is_quiet_about_installed_packages():
+    from click.testing import CliRunner
+
+    from sand_framework.cli.main import main
+
+    result = CliRunner().invoke(main, ["validate", "quickstart"])
+    assert result.exit_code == 0, result.output
+    assert "needs the package" not in result.output

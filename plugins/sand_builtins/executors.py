@@ -167,6 +167,7 @@ class RayExecutor(InProcessExecutor):
     """
 
     name = "ray"
+    requires = {"ray": "ray"}
     description = "lock-step batched rollouts; environments stepped in parallel in Ray actors"
 
     @dataclass

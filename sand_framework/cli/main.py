@@ -62,8 +62,8 @@ def validate(recipe, overrides, plugin_dirs):
     from sand_framework.app.runner import resolve
     from sand_framework.errors import RecipeError
 
-    r, plugins, _ = resolve(recipe, list(overrides), list(plugin_dirs))
-    problems = preflight(r)
+    r, plugins, registries = resolve(recipe, list(overrides), list(plugin_dirs))
+    problems = preflight(r, registries)
     if problems:
         raise RecipeError(problems, recipe)
     slots = ", ".join(f"{k}={name}" for k, (name, _) in r.slots.items())

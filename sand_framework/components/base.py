@@ -25,6 +25,10 @@ class Component:
     name: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
     description: ClassVar[str] = ""
+    requires: ClassVar[dict[str, str]] = {}
+    """Modules this component imports that only an optional extra installs: import name -> extra of
+    ``pyproject.toml`` (``{"ray": "ray"}``). ``sand validate`` looks each one up without importing it, so a recipe
+    that validates does not stop at the component's first use, possibly after hours of training."""
 
     def __init__(self, params: Any = None):
         self.params = params if params is not None else self.Params()

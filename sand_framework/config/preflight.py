@@ -1,4 +1,5 @@
-"""Checks of what a validated recipe points at on this machine: its data file and a local model folder.
+"""Checks of what a validated recipe points at on this machine: its data file, a local model folder and the
+packages its components need.
 
 ``sand validate`` runs them so that a recipe that validates does not stop at
 its first stage for a reason visible up front. They are not part of
@@ -9,14 +10,33 @@ run's expert stage may since have moved, and the resume must not depend on it.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from sand_framework.config.schema import Recipe
-from sand_framework.errors import SandError
+from sand_framework.errors import SandError, install_hint
+from sand_framework.registry import Registries
 
 
-def preflight(recipe: Recipe) -> list[str]:
-    """Problems with the recipe's data file (exists, parses, holds trajectories) and local model folder."""
+def missing_packages(recipe: Recipe, registries: Registries) -> list[str]:
+    """One problem per selected component whose :attr:`~sand_framework.components.Component.requires` lists a
+    module that is not installed (looked up with ``find_spec``: nothing is imported)."""
+    problems = []
+    for kind, (name, _) in recipe.slots.items():
+        for module, extra in registries[kind].get(name).requires.items():
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):  # a parent package that fails to import, or a broken module spec
+                found = False
+            if not found:
+                problems.append(f"{kind}: {name!r} needs the package {module!r}, which is not installed; "
+                                f"{install_hint(extra)}")
+    return problems
+
+
+def preflight(recipe: Recipe, registries: Registries) -> list[str]:
+    """Problems with the recipe's data file (exists, parses, holds trajectories), local model folder and the
+    packages its components need."""
     from sand_framework.formats import read_messages, read_sharegpt
     from sand_framework.plugins import check_model_ref, looks_local
 
@@ -42,4 +62,4 @@ def preflight(recipe: Recipe) -> list[str]:
             check_model_ref(recipe.model.base)
         except SandError as exc:
             problems.append(f"model.base: {exc}")
-    return problems
+    return problems + missing_packages(recipe, registries)

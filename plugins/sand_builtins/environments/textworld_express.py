@@ -142,6 +142,7 @@ class TextWorldExpressEnv(TextEnvironment):
     """TextWorldExpress games with seed-addressed tasks, one JVM per instance."""
 
     name = "textworld_express"
+    requires = {"textworld_express": "textworld"}
     description = "TextWorldExpress text games (coin collector by default); fast reset + replay branching."
 
     @dataclass

@@ -108,6 +108,7 @@ class VLLMParams:
 
 class VLLMPolicy(LocalPolicy):
     name = "vllm"
+    requires = {"vllm": "vllm"}
     Params = VLLMParams
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
 

@@ -18,6 +18,7 @@ class AlfworldEnv(TextEnvironment):
     """ALFWorld household tasks in text (TextWorld PDDL engine), ETO-style prompts."""
 
     name = "alfworld"
+    requires = {"alfworld": "alfworld", "textworld": "alfworld", "fast_downward": "alfworld"}
     description = "ALFWorld text household tasks (train / valid_seen 140 / valid_unseen 134); success reward."
 
     @dataclass
