@@ -259,3 +259,12 @@ def test_override_keys_must_be_key_paths():
         load_recipe("smoke", ["eval.splits[0]=seen"])
     with pytest.raises(RecipeError, match="is not a key path"):
         load_recipe("smoke", ["run..name=x"])
+
+
+def test_exponent_floats_without_a_dot_are_numbers(registries, tmp_path):
+    """`2e-4` is a float in YAML 1.2 and in the docs; PyYAML's YAML 1.1 made it the string '2e-4' (refused)."""
+    data, _ = load_recipe("smoke", ["trainer.learning_rate=2e-4"])
+    assert validate(data, registries).slots["trainer"][1].learning_rate == 2e-4
+    (tmp_path / "r.yaml").write_text("extends: smoke\ntrainer: {name: trl_sft, learning_rate: 1e-5}\n")
+    data, _ = load_recipe(str(tmp_path / "r.yaml"))
+    assert validate(data, registries).slots["trainer"][1].learning_rate == 1e-5

@@ -12,6 +12,7 @@ that refer to themselves and files that are not text.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader with YAML 1.2's floats: ``2e-4`` and ``1e5`` are numbers. PyYAML follows YAML 1.1, whose
+    floats need a dot, so a learning rate written ``2e-4`` (as the docs and most papers write it) was the string
+    ``'2e-4'`` and refused as "expected a number". The pattern is the one OmegaConf adds for the same reason."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                   |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                   |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."),
+)
+
+
 def load(text: str) -> Any:
     """Parse one YAML document with the safe loader, within the limits above.
 
@@ -88,7 +107,7 @@ def load(text: str) -> Any:
     """
     if len(text) > MAX_BYTES:
         raise YAMLLimitError(f"text is {len(text):,} characters; at most {MAX_BYTES:,} are read")
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
