@@ -33,6 +33,11 @@ def sand_run_start(run):
     log.info("chatty: info record")
     log.warning("chatty: warning record")
     warnings.warn("chatty: warnings.warn call")
+
+
+@hookimpl
+def sand_stage_end(run, stage, summary):
+    raise RuntimeError("chatty: observer broke")
 '''
 
 
@@ -58,6 +63,7 @@ def test_plugin_records_reach_stderr_and_run_log_and_resume_appends(plugin_dir, 
     log = (run / "run.log").read_text()
     assert "WARNING chatty_plugin: chatty: warning record" in log
     assert "chatty: warnings.warn call" in log
+    assert "chatty: observer broke" in first.stderr and "chatty: observer broke" in log  # reported, run goes on
     assert "INFO chatty_plugin: chatty: info record" in log  # run.log keeps info at the default level
     assert "chatty: debug record" not in log
 

@@ -31,7 +31,7 @@ def command(model, overrides, recipe_ref, splits, limit, out_dir, label, plugin_
     model folder, a model alias (smollm2-135m, tiny-random) or a hub id. OVERRIDES are key=value recipe
     overrides, e.g. evaluator.max_new_tokens=64.
     """
-    from sand_framework.app.model_eval import evaluate_model, resolve_model_ref
+    from sand_framework.app.model_eval import evaluate_model
 
     if out_dir is None:
         out_dir = str(Path("evals") / _default_name(model, label))

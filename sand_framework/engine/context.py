@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from sand_framework.components import Component
 from sand_framework.config import Recipe
@@ -18,6 +18,8 @@ from sand_framework.lifecycle import RunInfo, notify
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir
+
+log = logging.getLogger(__name__)
 
 
 def cache_dir() -> str:
@@ -55,7 +57,7 @@ class RunContext:
     def notify(self, hook_name: str, at_iteration: int, /, **kwargs: Any) -> None:
         """Call a lifecycle hook's observers; a failing one is reported and the run goes on."""
         notify(self.hook, hook_name, self.info(at_iteration),
-               lambda message: self.console.print(f"[yellow]warning: {escape(message)}"), **kwargs)
+               log.warning, **kwargs)
 
     def component(self, kind: str) -> Any:
         """The one component selected for ``kind`` by the recipe (built on first use)."""
@@ -92,5 +94,5 @@ class RunContext:
             try:
                 comp.close()
             except Exception as exc:  # noqa: BLE001 - closing must not hide the run's own outcome
-                self.console.print(f"[yellow]warning: closing {comp.kind} {comp.name!r} failed: {exc}")
+                log.warning("closing %s %r failed: %s", comp.kind, comp.name, exc)
         self.components.clear()
