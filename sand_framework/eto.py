@@ -11,9 +11,7 @@ matched to a game file); this module knows no benchmark.
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 
@@ -31,14 +29,9 @@ def import_eto(path: str | os.PathLike, env: Any, limit: int | None = None, veri
     """
     from sand_framework.rollout import replay_outcome
     from sand_framework.errors import ReplayMismatch, SandError
-    from sand_framework.formats import FormatError, _turns, from_conversation, loads, non_finite, record_id
+    from sand_framework.formats import FormatError, _turns, from_conversation, non_finite, read_conversations, record_id
 
-    try:
-        data = loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise FormatError(f"{path}: not a readable ShareGPT JSON file ({str(exc)[:200]})") from None
-    if not isinstance(data, list):
-        raise FormatError(f"{path}: expected a JSON list of conversations, got {type(data).__name__}")
+    data = read_conversations(path)
     kept: list[Any] = []
     problems: list[str] = []
     done: set[str] = set()

@@ -114,13 +114,19 @@ def _turns(raw: Any, key_from: str, key_val: str, where: str) -> list[dict[str, 
     return out
 
 
-def read_sharegpt(path: str | os.PathLike, env: str) -> list[Trajectory]:
+def read_conversations(path: str | os.PathLike) -> list[Any]:
+    """The top-level list of a ShareGPT JSON file (ours or ETO's), or a :class:`FormatError` naming the file."""
     try:
         data = loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise FormatError(f"{path}: not a readable ShareGPT JSON file ({str(exc)[:200]})") from None
     if not isinstance(data, list):
         raise FormatError(f"{path}: expected a JSON list of conversations, got {type(data).__name__}")
+    return data
+
+
+def read_sharegpt(path: str | os.PathLike, env: str) -> list[Trajectory]:
+    data = read_conversations(path)
     out = []
     for i, item in enumerate(data):
         if not isinstance(item, dict) or "conversations" not in item:
