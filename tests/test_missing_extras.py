@@ -45,7 +45,9 @@ def _vllm():
     ("vllm", _vllm, ["vllm", "vllm-cpu"], None),
 ])
 def test_missing_package_names_the_extra_and_the_command(monkeypatch, module, load, extras, setup):
-    monkeypatch.setitem(sys.modules, module, None)
+    # submodules too: `import a.b.c` finds an already imported a.b.c in sys.modules without looking at `a`
+    for name in [module, *(n for n in list(sys.modules) if n.startswith(module + "."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(SandError) as info:
         load()
     assert info.value.exit_code == 4  # docs/cli.md: environment or model (or an extra's package) not installed
