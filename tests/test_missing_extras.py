@@ -90,3 +90,20 @@ def test_validate_is_quiet_about_installed_packages():
     result = CliRunner().invoke(main, ["validate", "quickstart"])
     assert result.exit_code == 0, result.output
     assert "needs the package" not in result.output
+
+
+def test_run_refuses_a_missing_package_before_making_its_run_directory(monkeypatch, tmp_path):
+    """`sand run` (and so every arm of `sand sweep`) checks the packages too, before any stage: a vLLM policy
+    that is not installed would otherwise fail at its first use, after the behavior-init SFT."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from sand_framework.cli.main import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    result = CliRunner().invoke(main, ["run", "smoke", "policy=vllm", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    assert "needs the package 'vllm'" in result.output
+    assert not (tmp_path / "run").exists()

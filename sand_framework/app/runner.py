@@ -12,6 +12,7 @@ import yaml
 
 from sand_framework.config import Recipe, load_recipe, validate
 from sand_framework.config.load import merge, parse_overrides
+from sand_framework.config.preflight import require_packages
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import DiskFullError, RunDirError
@@ -61,6 +62,7 @@ def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = 
            ) -> tuple[Recipe, PluginSet, Registries, RunDir]:
     """Validate a recipe and make its run directory (holding the resolved recipe), without running it."""
     recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
+    require_packages(recipe, registries)
     rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
     rd.write_text(L.RECIPE, yaml.safe_dump(recipe.raw, sort_keys=False))
     return recipe, plugins, registries, rd
@@ -72,6 +74,7 @@ def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, Plugi
     data = yaml.safe_load((rd.path / L.RECIPE).read_text())
     stored_dirs = (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
     recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / L.RECIPE))
+    require_packages(recipe, registries)
     return recipe, plugins, registries, rd
 
 

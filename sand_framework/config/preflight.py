@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 
 from sand_framework.config.schema import Recipe
-from sand_framework.errors import SandError, install_hint
+from sand_framework.errors import RecipeError, SandError, install_hint
 from sand_framework.registry import Registries
 
 
@@ -32,6 +32,14 @@ def missing_packages(recipe: Recipe, registries: Registries) -> list[str]:
                 problems.append(f"{kind}: {name!r} needs the package {module!r}, which is not installed; "
                                 f"{install_hint(extra)}")
     return problems
+
+
+def require_packages(recipe: Recipe, registries: Registries) -> None:
+    """Refuse (exit 2) to start or resume a run whose components need a package that is not installed: the
+    check of ``sand validate``, made again where a run begins, before any stage (or the run directory) exists."""
+    problems = missing_packages(recipe, registries)
+    if problems:
+        raise RecipeError(problems)
 
 
 def preflight(recipe: Recipe, registries: Registries) -> list[str]:
