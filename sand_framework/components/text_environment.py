@@ -46,7 +46,7 @@ class Outcome:
 
 
 @dataclass
-class Episode:
+class EpisodeState:
     """The running episode: its task, the actions given so far and where it stands."""
 
     task_id: str
@@ -62,7 +62,7 @@ class TextEnvironment(Environment):
 
     def __init__(self, params: Any = None):
         super().__init__(params)
-        self.episode: Episode | None = None
+        self.episode: EpisodeState | None = None
         """None before the first reset, after ``close()`` and while a reset is under way."""
 
     @abc.abstractmethod
@@ -76,7 +76,7 @@ class TextEnvironment(Environment):
     def reset(self, task_id: str) -> str:
         self.episode = None  # a failed start leaves no episode to step (or to restore after a crash)
         text = self.start(task_id)
-        self.episode = Episode(task_id, self.max_steps(task_id))
+        self.episode = EpisodeState(task_id, self.max_steps(task_id))
         return text
 
     def step(self, action: str) -> StepResult:
