@@ -10,12 +10,14 @@ second, unlike a JVM-backed environment. Actions:
 * ``hang forever``: always sleeps ``hang_s``;
 * ``crash``: the worker process exits at once (``os._exit``);
 * ``raise``: the step raises ``ValueError``;
+* ``log <text>``: logs ``<text>`` as a warning on the ``flaky_env`` logger;
 * anything else: ``did <action>``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -68,6 +70,8 @@ class FlakyEnv(Environment):
             os._exit(3)
         elif action == "raise":
             raise ValueError(f"boom in {self.task}")
+        elif action.startswith("log "):
+            logging.getLogger("flaky_env").warning("%s (pid %d)", action[4:], os.getpid())
         return StepResult(f"did {action} in {self.task} at {self.steps}", 0.0, self.steps >= 10)
 
     def clone(self):

@@ -96,3 +96,15 @@ def test_the_error_that_stops_a_run_is_in_its_run_log(tmp_path):
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     log = (run / "run.log").read_text()
     assert "ERROR sand_framework.logs: the run stopped: ModelUnavailable" in log and "Traceback" in log
+
+
+def test_sand_eval_keeps_a_run_log_in_its_output_folder(tmp_path):
+    """``sand eval`` writes ``OUT/run.log`` as a run does, with the error that stopped it."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("\x01garbage")
+    out = tmp_path / "eval"
+    proc = subprocess.run([*SAND, "eval", str(tmp_path / "model"), "--recipe", "smoke", "--limit", "1",
+                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    log = (out / "run.log").read_text()
+    assert "ERROR sand_framework.logs: the run stopped: ModelUnavailable" in log and "Traceback" in log

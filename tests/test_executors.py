@@ -122,6 +122,34 @@ def test_process_pool_survives_a_hung_worker(registries, env, trajs, baseline):
         ex.close()
 
 
+def test_process_pool_worker_log_records_reach_run_log(flaky, tmp_path):
+    """A record an environment logs inside a pool process is handled in the driver by the logger of its name,
+    so it lands in the run's run.log (and on the console) like the driver's own; also after a worker restart."""
+    from sand_framework.logs import run_log
+    from sand_framework.rollout import ProcessEnvPool
+
+    log = tmp_path / "run.log"
+    pool = ProcessEnvPool(flaky, workers=1)
+    try:
+        with run_log(log):
+            (h,) = pool.take(1)
+            pool.replay_all([(h, "t0", [], None)])
+            pool.step_all([(h, "log first words")])
+            first = pool.pids()[0]
+            os.kill(first, signal.SIGKILL)  # the record it sent before replying survives it
+            pool.workers[0].proc.join(10)
+            pool.step_all([(h, "log after the restart")])
+            pool.close()  # the listener stops after the workers: nothing they logged is lost
+    finally:
+        pool.close()
+    lines = [line.split(" ", 2)[2] for line in log.read_text().splitlines()]  # without the timestamp
+    second = next(int(line.rsplit(" ", 1)[1].rstrip(")")) for line in lines if "after the restart" in line)
+    assert second != first and pool.counters["faults_survived"] == 1
+    assert lines == [f"WARNING flaky_env: first words (pid {first})",
+                     f"WARNING flaky_env: first words (pid {second})",  # the fresh worker replays the episode
+                     f"WARNING flaky_env: after the restart (pid {second})"]
+
+
 def test_process_pool_gives_up_on_an_environment_that_keeps_hanging(registries, env, trajs):
     from sand_framework.errors import EnvWorkerError
 

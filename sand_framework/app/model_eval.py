@@ -18,6 +18,7 @@ from sand_framework.config.load import load_recipe, merge, parse_overrides
 from sand_framework.engine.context import RunContext, cache_dir
 from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.errors import RunDirError
+from sand_framework.logs import run_log
 from sand_framework.store import RunDir, RunLayout as L, read_json
 
 
@@ -138,47 +139,48 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                 "environment": _slot(recipe, "environment"), "evaluator": _slot(recipe, "evaluator")}
     rd.lock()
     try:
-        spec = rd.read_json(L.EVAL_SPEC, {"models": {}})
-        old = spec["models"].get(model.label)
-        same = ("base_model", "weights", "environment", "evaluator")  # not how the model or recipe was named
-        if old is not None and {k: old.get(k) for k in same} != {k: identity[k] for k in same}:
-            raise RunDirError(f"{rd.path} already holds an evaluation labelled {model.label!r} of a different "
-                              f"model or setup ({old.get('model')}); use another -o or --label")
-        spec["models"][model.label] = identity
-        rd.write_json(L.EVAL_SPEC, spec)
-        ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
-        if console is not None:
-            ctx.console = console
-        ctx.base_model_path = plugins.resolve_model(model.base, cache_dir())
-        ctx.console.print(f"[bold]eval[/] {model.label}: {model.source}; base {ctx.base_model_path}"
-                          + (f", agent weights {model.weights}" if model.weights else ""))
-        try:
-            env, evaluator = ctx.component("environment"), ctx.component("evaluator")
+        with run_log(rd.path / L.LOG):  # as a run's: records, warnings, why it stopped
+            spec = rd.read_json(L.EVAL_SPEC, {"models": {}})
+            old = spec["models"].get(model.label)
+            same = ("base_model", "weights", "environment", "evaluator")  # not how the model or recipe was named
+            if old is not None and {k: old.get(k) for k in same} != {k: identity[k] for k in same}:
+                raise RunDirError(f"{rd.path} already holds an evaluation labelled {model.label!r} of a different "
+                                  f"model or setup ({old.get('model')}); use another -o or --label")
+            spec["models"][model.label] = identity
+            rd.write_json(L.EVAL_SPEC, spec)
+            ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
+            if console is not None:
+                ctx.console = console
+            ctx.base_model_path = plugins.resolve_model(model.base, cache_dir())
+            ctx.console.print(f"[bold]eval[/] {model.label}: {model.source}; base {ctx.base_model_path}"
+                              + (f", agent weights {model.weights}" if model.weights else ""))
+            try:
+                env, evaluator = ctx.component("environment"), ctx.component("evaluator")
 
-            def agent():
-                policy = ctx.policy()
-                policy.set_agent_weights(model.weights)
-                return policy
+                def agent():
+                    policy = ctx.policy()
+                    policy.set_agent_weights(model.weights)
+                    return policy
 
-            results = {}
-            for split in splits:
-                task_ids = env.tasks(split)[:limit]
-                log = rd.units(L.eval_units(model.label, split))
-                if log.corrupt:
-                    ctx.console.print(f"[yellow]{log.path}: torn record(s) at lines {log.corrupt}; redoing those")
-                progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                    TimeElapsedColumn(), console=ctx.console,
-                                    disable=os.environ.get("SAND_NO_PROGRESS") == "1")
-                task_results = evaluate_tasks(task_ids, log, evaluator, env, agent, recipe.eval.batch_size,
-                                              progress, f"eval {model.label}/{split}")
-                results[split] = evaluator.aggregate(task_results)
-        finally:
-            ctx.close()
-        metrics = rd.read_json(L.METRICS, {}) or {}
-        metrics.setdefault("eval", {})[model.label] = results
-        metrics.setdefault("models", {})[model.label] = identity
-        metrics["recipe"] = recipe.run.name
-        rd.write_json(L.METRICS, metrics)
+                results = {}
+                for split in splits:
+                    task_ids = env.tasks(split)[:limit]
+                    log = rd.units(L.eval_units(model.label, split))
+                    if log.corrupt:
+                        ctx.console.print(f"[yellow]{log.path}: torn record(s) at lines {log.corrupt}; redoing those")
+                    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                        TimeElapsedColumn(), console=ctx.console,
+                                        disable=os.environ.get("SAND_NO_PROGRESS") == "1")
+                    task_results = evaluate_tasks(task_ids, log, evaluator, env, agent, recipe.eval.batch_size,
+                                                  progress, f"eval {model.label}/{split}")
+                    results[split] = evaluator.aggregate(task_results)
+            finally:
+                ctx.close()
+            metrics = rd.read_json(L.METRICS, {}) or {}
+            metrics.setdefault("eval", {})[model.label] = results
+            metrics.setdefault("models", {})[model.label] = identity
+            metrics["recipe"] = recipe.run.name
+            rd.write_json(L.METRICS, metrics)
     finally:
         rd.unlock()
     return metrics

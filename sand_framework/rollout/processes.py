@@ -1,9 +1,22 @@
-"""Env workers as local processes (``spawn``/``forkserver``), restarted when they die or hang."""
+"""Env workers as local processes (``spawn``/``forkserver``), restarted when they die or hang.
+
+A worker's log records (an environment's warnings, a library's) travel to the
+driver over a pipe of their own and are handled there by the logger of the
+same name, so they reach the console and the run's ``run.log`` like the
+driver's records; a spawned process starts with no handlers and would print
+them bare to stderr. One pipe per worker, written synchronously, read by one
+thread that ends at the pipe's end of file: a record is in the pipe before
+the worker replies, and a worker killed mid-write (a hang) cannot block the
+others, which a shared queue's lock could.
+"""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
+import threading
+from logging.handlers import QueueHandler
 from typing import Any
 
 from sand_framework.components import Environment
@@ -12,9 +25,43 @@ from sand_framework.rollout.remote import RemotePool
 from sand_framework.rollout.worker import EnvHost
 
 
-def _worker_main(conn: Any, blob: dict[str, Any]) -> None:
+class _PipeWriter:
+    """The one queue method :class:`~logging.handlers.QueueHandler` calls, on a pipe's sending end."""
+
+    def __init__(self, conn: Any):
+        self.put_nowait = conn.send
+
+
+def _log_to_pipe(conn: Any, level: int) -> None:
+    """In a worker: every record at ``level`` and above, and every ``warnings.warn``, is sent to the driver."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(QueueHandler(_PipeWriter(conn)))  # prepare(): message formatted, traceback as text
+    root.setLevel(level)
+    logging.captureWarnings(True)
+
+
+def _relay_records(conn: Any) -> None:
+    """In the driver, one thread per worker: hand each record to its logger until the worker is gone."""
+    while True:
+        try:
+            record = conn.recv()
+        except (EOFError, OSError):  # the worker exited or was killed (a record cut off mid-write included)
+            break
+        except Exception:  # noqa: BLE001 - a record that does not unpickle is dropped, the rest still come
+            continue
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+    conn.close()
+
+
+def _worker_main(conn: Any, blob: dict[str, Any], log_conn: Any = None, log_level: int = logging.INFO) -> None:
     """Entry point of a pool process: serve operation batches until told to stop."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if log_conn is not None:
+        _log_to_pipe(log_conn, log_level)
     host = EnvHost(blob)
     try:
         while True:
@@ -32,9 +79,15 @@ def _worker_main(conn: Any, blob: dict[str, Any]) -> None:
 class _Worker:
     def __init__(self, ctx: Any, blob: dict[str, Any]):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, blob), daemon=True)
+        log_recv, log_send = ctx.Pipe(duplex=False)
+        level = logging.getLogger().getEffectiveLevel()
+        self.proc = ctx.Process(target=_worker_main, args=(child, blob, log_send, level), daemon=True)
         self.proc.start()
         child.close()
+        log_send.close()  # the worker holds the only sending end: its exit is the relay's end of file
+        self.relay = threading.Thread(target=_relay_records, args=(log_recv,), daemon=True,
+                                      name=f"env-worker-log-{self.proc.pid}")
+        self.relay.start()
         self.answered = False
         """Until its first reply a worker is still starting (interpreter, plugins, a JVM): not hung."""
 
@@ -48,6 +101,7 @@ class _Worker:
             self.proc.terminate()
             self.proc.join(5)
         self.conn.close()
+        self.relay.join(5)  # the worker's last records are handled before the pool reports it closed
 
 
 class ProcessEnvPool(RemotePool):
