@@ -31,6 +31,11 @@ LEVEL_VAR = "SAND_LOG_LEVEL"
 
 RUN_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+CHATTY_LIBRARIES: tuple[str, ...] = ("py4j", "httpx", "httpcore")
+"""Libraries that log routine events at info (py4j: two lines per JVM gateway, and the Java environments start
+one per worker; httpx/httpcore: one per request of the openai policy): kept to warnings unless the level is debug,
+so that ``run.log`` stays readable."""
+
 
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time (see the module docstring)."""
@@ -65,6 +70,8 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
     handler.setFormatter(_ConsoleFormatter("%(message)s"))
     root.addHandler(handler)
     root.setLevel(min(logging.INFO, handler.level))
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.NOTSET if handler.level <= logging.DEBUG else logging.WARNING)
     logging.captureWarnings(True)
 
 

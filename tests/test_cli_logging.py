@@ -108,3 +108,20 @@ def test_sand_eval_keeps_a_run_log_in_its_output_folder(tmp_path):
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     log = (out / "run.log").read_text()
     assert "ERROR sand_framework.logs: the run stopped: ModelUnavailable" in log and "Traceback" in log
+
+
+def test_chatty_libraries_stay_out_of_run_log_unless_debugging():
+    """py4j logs two info lines per JVM gateway (one per env worker) and httpx one per request: not at info."""
+    import logging
+
+    from sand_framework.logs import CHATTY_LIBRARIES, configure
+
+    try:
+        configure("warning")
+        assert logging.getLogger("sand_framework.engine").isEnabledFor(logging.INFO)  # run.log keeps SAND's info
+        assert not any(logging.getLogger(f"{n}.sub").isEnabledFor(logging.INFO) for n in CHATTY_LIBRARIES)
+        assert logging.getLogger("py4j.java_gateway").isEnabledFor(logging.WARNING)
+        configure("debug")
+        assert all(logging.getLogger(f"{n}.sub").isEnabledFor(logging.DEBUG) for n in CHATTY_LIBRARIES)
+    finally:
+        configure()
