@@ -19,7 +19,8 @@ from sand_framework.prompting import trajectory_chat  # noqa: E402
 from sand_framework.testing.tiny_model import build_tiny_model  # noqa: E402
 from sand_framework.types import Step, Trajectory  # noqa: E402
 from sand_builtins.trainers import trl_sft  # noqa: E402
-from sand_builtins.trainers.trl_sft import LaunchParams, Params, TrlSftTrainer, latest_checkpoint, parse_trackers  # noqa: E402
+from sand_builtins.trainers.checkpoints import latest_checkpoint  # noqa: E402
+from sand_builtins.trainers.trl_sft import LaunchParams, Params, TrlSftTrainer, parse_trackers  # noqa: E402
 
 
 def _traj(i: int = 0) -> Trajectory:

@@ -29,7 +29,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -42,11 +41,11 @@ from sand_framework.components import Trainer, TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers import launch as launching
+from sand_builtins.trainers.checkpoints import latest_checkpoint
+from sand_builtins.trainers.progress import RichProgress
 from sand_builtins.trainers.sft_data import build_dataset
 
 log = logging.getLogger(__name__)
-
-_CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
 TRACKERS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "mlflow",
@@ -147,57 +146,6 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-def latest_checkpoint(ckpt_dir: str | os.PathLike) -> str | None:
-    """The newest complete ``checkpoint-N`` (one with ``trainer_state.json``, written last), or None."""
-    root = Path(ckpt_dir)
-    if not root.is_dir():
-        return None
-    found = sorted(
-        (int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _CKPT_RE.match(p.name))
-    )
-    for _, path in reversed(found):
-        if (path / "trainer_state.json").exists():
-            return str(path)
-    return None
-
-
-def _rich_progress_callback():
-    from transformers import TrainerCallback
-
-    class _RichProgress(TrainerCallback):
-        """Optimizer steps with loss and ETA on a rich progress bar (TRL's own tqdm is off)."""
-
-        def __init__(self, label: str):
-            self.label, self.progress, self.task = label, None, None
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            import os as _os
-
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[loss]}"), TextColumn("eta"), TimeRemainingColumn(),
-                                     disable=_os.environ.get("SAND_NO_PROGRESS") == "1")
-            self.progress.start()
-            self.task = self.progress.add_task(self.label, total=state.max_steps, completed=state.global_step, loss="")
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.progress.update(self.task, completed=state.global_step)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                self.progress.update(self.task, loss=f"loss {logs['loss']:.3f}")
-
-        def on_train_end(self, args, state, control, **kwargs):
-            self.progress.stop()
-
-    return _RichProgress
-
-
-def RichProgress(label: str):  # noqa: N802 - a class factory; transformers is imported lazily
-    return _rich_progress_callback()(label)
 
 
 class TrlSftTrainer(Trainer):
