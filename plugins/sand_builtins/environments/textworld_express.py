@@ -54,17 +54,15 @@ from typing import Any
 
 from sand_builtins.environments import textworld_express_thoughts as twx_thoughts
 from sand_builtins.environments.jvm import reap_java
+from sand_builtins.environments.textworld_express_ids import GAMES, TaskId, canonical_params
 from sand_framework import hookimpl
 from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.errors import EnvironmentUnavailable
 from sand_framework.types import Step
 
-GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
-FOLDS = ("train", "dev", "test")
 UNKNOWN_ACTION = "Unknown action: I'm not sure what you mean."
 """TWX's own reply to an action it does not understand (we answer it without a JVM call)."""
 
-_PARAM_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=[A-Za-z0-9_.\-]+$")
 _NAV_PREFIXES = ("move ", "look around", "inventory")
 """Actions that only move the agent or look; cycles made of them alone are wandering."""
 
@@ -87,49 +85,6 @@ _TEMPLATES: dict[str, list[str]] = {
     "simonsays": ["the action Simon says, e.g. eat banana"],
     "peckingorder": ["read instructions book", "take <object>"],
 }
-
-
-@dataclass(frozen=True)
-class TaskId:
-    """A parsed task id; ``str(TaskId.parse(s)) == s`` for every canonical id."""
-
-    game: str
-    game_params: str
-    fold: str
-    seed: int
-
-    def __str__(self) -> str:
-        return f"{self.game}:{self.game_params}:{self.fold}:{self.seed}"
-
-    @classmethod
-    def parse(cls, task_id: str) -> "TaskId":
-        """Parse ``game:params:fold:seed``; raise ValueError saying what is wrong."""
-        fmt = "expected '<game>:<k=v,...>:<train|dev|test>:<seed>', e.g. 'coin:numLocations=4:train:17'"
-        if not isinstance(task_id, str):
-            raise ValueError(f"bad task id {task_id!r}: not a string; {fmt}")
-        parts = task_id.strip().split(":")
-        if len(parts) != 4:
-            raise ValueError(f"bad task id {task_id!r}: has {len(parts)} ':'-separated fields, not 4; {fmt}")
-        game, params, fold, seed = (p.strip() for p in parts)
-        if game not in GAMES:
-            raise ValueError(f"bad task id {task_id!r}: unknown game {game!r} (known: {', '.join(GAMES)})")
-        if fold not in FOLDS:
-            raise ValueError(f"bad task id {task_id!r}: unknown fold {fold!r} (known: {', '.join(FOLDS)})")
-        if not seed.isdigit():
-            raise ValueError(f"bad task id {task_id!r}: seed {seed!r} is not a non-negative integer")
-        return cls(game, canonical_params(params, task_id), fold, int(seed))
-
-
-def canonical_params(params: str, where: str = "") -> str:
-    """``"a=1, b=2"`` -> ``"a=1,b=2"``; raise ValueError on anything not ``key=value``."""
-    items = [p.strip() for p in params.split(",")] if params.strip() else []
-    for item in items:
-        if not _PARAM_RE.match(item):
-            raise ValueError(
-                f"bad game params {params!r}{f' in task id {where!r}' if where else ''}: "
-                f"{item!r} is not 'key=value' (expected e.g. 'numLocations=4,includeDoors=0')"
-            )
-    return ",".join(items)
 
 
 def _clean(text: str) -> str:
