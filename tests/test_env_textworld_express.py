@@ -249,7 +249,7 @@ def test_expert_thought_uses_only_what_it_is_given(env):
 
 
 @pytest.mark.parametrize("game_params", ["numLocations=1,numItemsToPutAway=2", "numLocations=2,numItemsToPutAway=2",
-                                         ""])
+                                         "numLocations=2,numItemsToPutAway=1,includeDoors=0", ""])  # 3rd: repro2
 def test_twc_expert_thoughts(game_params):
     env = TextWorldExpressEnv(TextWorldExpressEnv.Params(game="twc", game_params=game_params, n_train=12, n_seen=1,
                                                          n_unseen=8, max_steps=40))
