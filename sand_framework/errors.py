@@ -101,6 +101,13 @@ class EnvWorkerError(SandError):
     exit_code = 5
 
 
+class InferenceEngineDied(SandError):
+    """The policy's inference engine process died mid-run (vLLM's ``EngineDeadError``; on a small machine the
+    kernel's OOM killer); everything finished before is kept and the run is resumable."""
+
+    exit_code = 5
+
+
 class DiskFullError(SandError):
     """The run directory's disk filled up; everything finished before is kept and the run is resumable."""
 

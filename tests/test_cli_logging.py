@@ -125,3 +125,44 @@ def test_chatty_libraries_stay_out_of_run_log_unless_debugging():
         assert all(logging.getLogger(f"{n}.sub").isEnabledFor(logging.DEBUG) for n in CHATTY_LIBRARIES)
     finally:
         configure()
+
+
+DYING_POLICY = '''
+from sand_framework import hookimpl
+from sand_builtins.policies.transformers_backend import TransformersPolicy
+
+
+class EngineDeadError(RuntimeError):
+    """Named as vLLM's: raised by its client once the engine process is gone."""
+
+
+class DyingPolicy(TransformersPolicy):
+    name = "dying_engine"
+    description = "test policy whose engine dies at the first generation"
+
+    def generate(self, chats, sampling, role="agent"):
+        raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+
+@hookimpl
+def sand_register_policies(register):
+    register(DyingPolicy)
+'''
+
+
+def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path):
+    """vLLM's worker OOM-killed mid-evaluation ended a sweep run with 'This is a bug in SAND'; it is exit 5 with
+    the likely cause and the resume command, and run.log keeps the engine's own error. (The vLLM lane checks that
+    a real engine whose process is killed raises an error this recognises: tests/test_policy_vllm.py.)"""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "dying.py").write_text(DYING_POLICY)
+    run = tmp_path / "run"
+    proc = subprocess.run([*SAND, "run", *TINY, "policy.name=dying_engine", "--run-dir", str(run),
+                           "--plugins-dir", str(folder)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
+        proc.stderr[-3000:]
+    assert "inference engine stopped: its process died (EngineDeadError)" in proc.stderr
+    assert "OOM" in proc.stderr and f"sand run --resume {run}" in proc.stderr
+    assert "the run stopped: EngineDeadError" in (run / "run.log").read_text()
+    assert "train/iter0" in (run / "state.json").read_text(), "the SFT stage before it is kept"

@@ -238,3 +238,52 @@ def test_merge_mode_matches_adapter_semantics(smollm2_dir, adapters, tmp_path):
         assert _texts(pol.generate([CHAT, CHAT2], GREEDY, role="agent")) == base
     finally:
         pol.close()
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, comm) of every process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    comms: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+            comms[int(entry)] = comm
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append((child, comms[child]))
+            todo.append(child)
+    return found
+
+
+@needs_vllm
+@pytest.mark.vllm
+def test_an_engine_whose_worker_is_killed_raises_what_the_runner_reports(smollm2_dir):
+    """The kernel's OOM killer took a sweep's vLLM worker mid-evaluation: the engine raises an error that
+    ``sand run`` turns into exit 5 with the cause and the resume command (tests/test_cli_logging.py)."""
+    import signal
+
+    from sand_framework.app.runner import engine_died
+
+    pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=512, kv_cache_space_gb=1, stop=["\n\n"]))
+    pol.setup(smollm2_dir)
+    try:
+        assert pol.generate([CHAT], GREEDY, role="base")[0][0].text
+        workers = [pid for pid, comm in _descendants(os.getpid()) if "Worker" in comm or "EngineCore" in comm]
+        assert workers, _descendants(os.getpid())
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        with pytest.raises(Exception) as info:
+            pol.generate([CHAT], GREEDY, role="base")
+        assert engine_died(info.value), repr(info.value)
+    finally:
+        try:
+            pol.close()
+        except Exception:  # noqa: BLE001 - the engine is gone; closing it may complain
+            pass

@@ -15,7 +15,7 @@ from sand_framework.config.load import merge, parse_overrides
 from sand_framework.config.preflight import require_packages
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
-from sand_framework.errors import DiskFullError, RunDirError
+from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError
 from sand_framework.logs import run_log
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
@@ -56,6 +56,21 @@ def disk_full(exc: BaseException, path: Path, min_free: int = 1 << 20) -> bool:
         return shutil.disk_usage(path).free < min_free
     except OSError:
         return False
+
+
+ENGINE_DEATHS = ("EngineDeadError",)
+"""Exceptions an inference engine raises once its own process is gone, matched by class name: vLLM is optional
+and has moved its exception classes between releases."""
+
+
+def engine_died(exc: BaseException) -> bool:
+    """Did ``exc`` come from an inference engine whose process died (anywhere in the exception chain)?"""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ in ENGINE_DEATHS:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
@@ -104,6 +119,12 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                 raise DiskFullError(
                     f"no space left on the disk of {rd.path} ({type(exc).__name__}: {str(exc)[:200]}). Every unit "
                     f"finished before is kept; free some space (`df -h {rd.path}`) and continue with "
+                    f"`sand run --resume {rd.path}`") from exc
+            if engine_died(exc):
+                raise InferenceEngineDied(
+                    f"the policy's inference engine stopped: its process died ({type(exc).__name__}). The usual "
+                    "cause is memory: the kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once "
+                    f"or lower policy.kv_cache_space_gb. Every unit finished before is kept; continue with "
                     f"`sand run --resume {rd.path}`") from exc
             raise
         finally:
