@@ -425,3 +425,16 @@ def test_every_sweep_file_key_and_sweep_option_is_documented():
     assert not [k for k in keys if f"`{k}`" not in doc]
     options = [p.opts for p in command.params if p.opts[0].startswith("-")]
     assert not [o for o in options if not any(opt in doc for opt in o)]
+
+
+def test_a_report_label_cut_at_a_comma_is_refused_with_the_fix(tmp_path):
+    """`{final: upper bound, not SAND}` is two YAML keys; the table would have shown the row as 'upper bound'."""
+    from sand_framework.errors import RecipeError
+    from sand_framework.sweep.spec import load_sweep
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: t\narms:\n  - name: a\n    recipe: smoke\n    report: {final: upper bound, not SAND}\n")
+    with pytest.raises(RecipeError, match=r"arms\[0\]\.report: 'not SAND' is not a model a run evaluates.*quote"):
+        load_sweep(path)
+    path.write_text('name: t\narms:\n  - name: a\n    recipe: smoke\n    report: {final: "upper bound, not SAND"}\n')
+    assert load_sweep(path).arms[0].report == {"final": "upper bound, not SAND"}

@@ -23,6 +23,7 @@ paired tests over the same games.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -120,6 +121,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
             continue
         found = check_fields(node, ArmSpec, where)
         found += [f"{where}.{k}: required" for k in ("name", "recipe") if k not in node]
+        found += report_problems(node.get("report"), where)
         problems += found
         if not found:
             arms.append(build(ArmSpec, node))
@@ -150,6 +152,30 @@ def load_sweep(path: str | Path) -> SweepSpec:
     if problems:
         raise RecipeError(problems, str(path))
     return spec
+
+
+REPORTABLE_MODEL = re.compile(r"^(base|sft|final|iter[0-9]+)$")
+"""The models a run evaluates (``eval.models``): what an arm's ``report`` may name."""
+
+
+def report_problems(report: Any, where: str) -> list[str]:
+    """An arm's ``report`` maps evaluated models to row labels; a label left empty by YAML is refused.
+
+    ``{final: upper bound, not SAND}`` is a YAML flow mapping with two keys, ``final`` and ``not SAND``
+    (with no value): the label is cut at the comma and a bogus model appears. Caught here instead of as a
+    wrong row label in the table.
+    """
+    if not isinstance(report, dict):
+        return []  # a wrong type is reported by the field check
+    problems = []
+    for model, label in report.items():
+        if not isinstance(model, str) or not REPORTABLE_MODEL.match(model):
+            hint = (" (a label with a comma inside {...} is cut there: quote the label)" if label is None else "")
+            problems.append(f"{where}.report: {model!r} is not a model a run evaluates (base, sft, final, "
+                            f"iter<k>){hint}")
+        elif label is not None and not isinstance(label, str):
+            problems.append(f"{where}.report.{model}: the row label must be text, got {label!r}")
+    return problems
 
 
 def comparison_problems(raw: Any, arms: list[ArmSpec], names: list[str], seeds: list[int]) -> list[str]:
