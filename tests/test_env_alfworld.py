@@ -227,15 +227,20 @@ def test_arrive_at_loc_is_stripped(env):
 
 
 @needs_engine
-def test_cached_reset_is_fast(env):
-    import time
+def test_repeated_reset_reuses_the_cached_translation(env):
+    """A second reset of a game skips TextWorld's PDDL-to-SAS translation (the 1.7-3 s of a reset on a loaded
+    machine); its speed is measured in benchmarks/env_latency.py, not timed here (a timed assertion failed on a
+    machine shared with two sweeps)."""
+    from sand_builtins.environments.alfworld import engine
 
     task = env.tasks("train")[5]
     env.reset(task)  # first load of this game (may already be cached)
-    t0 = time.perf_counter()
+    cache = engine._CACHE
+    misses, hits = cache.misses, cache.hits
     for _ in range(3):
         env.reset(task)
-    assert (time.perf_counter() - t0) / 3 < 1.0
+    assert cache.misses == misses, "a repeated reset translated the game again"
+    assert cache.hits >= hits + 3
 
 
 @needs_engine
