@@ -74,6 +74,20 @@ class DataSection:
         return []
 
 
+NAMED_MODELS = ("base", "sft", "final")
+"""Weights every run has (``eval.models``, a sweep arm's ``report``); besides them ``iter<k>`` for each iteration."""
+
+
+def evaluable_models(iterations: int) -> list[str]:
+    """The models a run with ``iterations`` SAND iterations can evaluate."""
+    return [*NAMED_MODELS, *(f"iter{k}" for k in range(iterations + 1))]
+
+
+def is_model_name(name: Any) -> bool:
+    """A name :func:`evaluable_models` gives for some number of iterations."""
+    return isinstance(name, str) and (name in NAMED_MODELS or re.fullmatch(r"iter[0-9]+", name) is not None)
+
+
 @dataclass
 class EvalSection:
     splits: Annotated[list[Annotated[str, MinLen(1)]], MinLen(1)] = field(default_factory=lambda: ["seen", "unseen"])

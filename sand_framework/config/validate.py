@@ -11,7 +11,7 @@ from typing import Any
 
 from sand_framework.config.budgets import check_budgets
 from sand_framework.config.ranges import pending_problems
-from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe
+from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe, evaluable_models
 from sand_framework.config.typecheck import build, check_fields, instance_problems, short
 from sand_framework.registry import Registries
 
@@ -151,6 +151,6 @@ def _check_environment(registries: Registries, name: str, params: Any, data: Any
 
 def _check_eval_models(models: list[str], iterations: int) -> list[str]:
     """Caught here, not after hours of training when evaluation asks for weights that will never exist."""
-    known = ["base", "sft", "final"] + [f"iter{k}" for k in range(iterations + 1)]
+    known = evaluable_models(iterations)
     return [f"eval.models: {m!r} will not exist in a run with run.iterations={iterations}; "
             f"choose from {', '.join(known)}" for m in models if m not in known]

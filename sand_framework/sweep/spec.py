@@ -23,7 +23,6 @@ paired tests over the same games.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +30,7 @@ from typing import Annotated, Any
 import annotated_types as at
 import yaml
 
+from sand_framework.config.schema import is_model_name
 from sand_framework.config.typecheck import build, check_fields
 from sand_framework.errors import RecipeError
 
@@ -154,10 +154,6 @@ def load_sweep(path: str | Path) -> SweepSpec:
     return spec
 
 
-REPORTABLE_MODEL = re.compile(r"^(base|sft|final|iter[0-9]+)$")
-"""The models a run evaluates (``eval.models``): what an arm's ``report`` may name."""
-
-
 def report_problems(report: Any, where: str) -> list[str]:
     """An arm's ``report`` maps evaluated models to row labels; a label left empty by YAML is refused.
 
@@ -169,7 +165,7 @@ def report_problems(report: Any, where: str) -> list[str]:
         return []  # a wrong type is reported by the field check
     problems = []
     for model, label in report.items():
-        if not isinstance(model, str) or not REPORTABLE_MODEL.match(model):
+        if not is_model_name(model):
             hint = (" (a label with a comma inside {...} is cut there: quote the label)" if label is None else "")
             problems.append(f"{where}.report: {model!r} is not a model a run evaluates (base, sft, final, "
                             f"iter<k>){hint}")
