@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +45,19 @@ def resolve(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] =
     return prepare(data, plugin_dirs, str(path))
 
 
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during: libraries wrap the error that tells what happened."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def disk_full(exc: BaseException, path: Path, min_free: int = 1 << 20) -> bool:
     """Did ``exc`` come from a full disk? Libraries wrap ENOSPC (torch.save raises a RuntimeError), so look
     through the exception chain, then at the free space left where the run writes."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in exception_chain(exc)):
+        return True
     try:
         return shutil.disk_usage(path).free < min_free
     except OSError:
@@ -65,12 +71,7 @@ and has moved its exception classes between releases."""
 
 def engine_died(exc: BaseException) -> bool:
     """Did ``exc`` come from an inference engine whose process died (anywhere in the exception chain)?"""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if type(seen).__name__ in ENGINE_DEATHS:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(type(e).__name__ in ENGINE_DEATHS for e in exception_chain(exc))
 
 
 def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
