@@ -27,21 +27,20 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from sand_builtins.environments.textworld_express import UNKNOWN_ACTION
 from sand_framework.report.tables import markdown_table
 from sand_framework.store import RunLayout, UnitLog
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.spec import load_sweep
 
 CATEGORIES = ("solved", "wrong place", "never placed, object taken", "never placed")
-REFUSED = "Unknown action"
-"""How TWX's reply to an action it does not accept starts."""
 
 
 def classify(trajectory: dict) -> tuple[str, bool]:
     """(category, stuck) of one evaluated twc episode (a trajectory record of an eval unit log)."""
     steps = trajectory.get("steps", [])
-    accepted = [s["action"] for s in steps if not s.get("observation", "").startswith(REFUSED)]
-    refused = Counter(s["action"] for s in steps if s.get("observation", "").startswith(REFUSED))
+    accepted = [s["action"] for s in steps if not s.get("observation", "").startswith(UNKNOWN_ACTION)]
+    refused = Counter(s["action"] for s in steps if s.get("observation", "").startswith(UNKNOWN_ACTION))
     stuck = bool(refused) and refused.most_common(1)[0][1] >= 3
     if trajectory.get("success"):
         return "solved", stuck
