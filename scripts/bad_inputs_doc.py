@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -41,7 +42,7 @@ FOOTER = """## Faults during a run (tested, not in the table above)
 | `kill -9` at any moment | nothing; `sand run --resume RUN` finishes with the same artifacts | `tests/test_fault_injection.py` |
 | an environment worker dies or hangs | nothing; the worker is restarted, its episodes replayed, counted in `metrics.json` (`env_faults_survived`, `env_hangs`) | `tests/test_executors.py` |
 | an environment keeps hanging | exit 5: `env worker(s) [...] kept dying or hanging (...): the environment itself is failing; the run can be resumed once it is fixed` | `tests/test_executors.py` |
-| the vLLM engine's process dies (the kernel's OOM killer took its worker) | exit 5: `the policy's inference engine stopped: its process died (EngineDeadError). The usual cause is memory: the kernel's OOM killer (dmesg \\| grep -i oom); run fewer processes at once or lower policy.kv_cache_space_gb. Every unit finished before is kept; continue with sand run --resume RUN`; `run.log` keeps the engine's own error | `tests/test_cli_logging.py`; a real engine with its processes killed: `tests/test_policy_vllm.py` (vLLM lane) |
+| the vLLM engine's process dies (the kernel's OOM killer took its worker) | exit 5: `the policy's inference engine stopped: its process died (EngineDeadError). The usual cause is memory: the kernel's OOM killer (dmesg \\| grep -i oom); run fewer processes at once or lower policy.kv_cache_space_gb. Every unit finished before is kept; continue with sand run --resume RUN` (`sand eval`: the `sand eval … -o OUT` command that continues it); `run.log` keeps the engine's own error | `tests/test_cli_logging.py`; a real engine with its processes killed: `tests/test_policy_vllm.py` (vLLM lane) |
 | an OpenAI-compatible server errors or times out | retried with backoff; a server that stays down stops the run with the endpoint named, resumable | `tests/test_policy_openai.py` |
 | a unit-log line torn or damaged anywhere (a middle line, a damaged unit id), even in a stage already recorded done | that unit is redone on `--resume` and the stage's outputs rewritten; nothing is dropped (the checksum covers the unit id and its payload) | `tests/test_run_integrity.py`, `tests/test_store.py` |
 | a stage that would finish on no input (the expert reached the goal on no task, an empty data file) | exit 2 naming the cause; the stage is not recorded as done, so a resume redoes it once the input is fixed | `tests/test_run_integrity.py` |
@@ -62,6 +63,7 @@ def main() -> None:
                 print(f"skipped  {case.what}: {exc}", file=sys.stderr)
                 continue
         message = proc.stderr.strip().replace(tmp, "{tmp}").replace(str(REPO), "<repo>")
+        message = re.sub(r"by pid \d+", "by pid PID", message)  # the doc should not change with each regeneration
         rows.append(f"## {case.what}\n\n```\n$ sand {' '.join(case.args)}\n```\n\nexit code {proc.returncode}:\n\n"
                     f"```\n{message[-1500:]}\n```\n")
         print(f"{proc.returncode}  {case.what}", file=sys.stderr)

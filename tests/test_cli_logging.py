@@ -166,3 +166,22 @@ def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path
     assert "OOM" in proc.stderr and f"sand run --resume {run}" in proc.stderr
     assert "the run stopped: EngineDeadError" in (run / "run.log").read_text()
     assert "train/iter0" in (run / "state.json").read_text(), "the SFT stage before it is kept"
+
+
+def test_sand_eval_with_a_dead_engine_is_exit_5_with_the_command_that_continues_it(tmp_path):
+    """`sand eval` stopped by a dead engine said 'This is a bug in SAND' (only `sand run` translated it); it now
+    gives the same exit 5 and cause, and the `sand eval` command that continues into the same folder."""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "dying.py").write_text(DYING_POLICY)
+    out = tmp_path / "ev"
+    proc = subprocess.run([*SAND, "eval", "tiny-random", "--recipe", "smoke", "policy.name=dying_engine",
+                           "--split", "unseen", "--limit", "1", "-o", str(out), "--plugins-dir", str(folder)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
+        proc.stderr[-3000:]
+    assert "inference engine stopped: its process died (EngineDeadError)" in proc.stderr
+    flat = " ".join(proc.stderr.split())  # rich wraps long lines
+    assert (f"sand eval tiny-random --recipe smoke --split unseen --limit 1 policy.name=dying_engine -o {out} "
+            "--label tiny-random") in flat, flat[-1500:]
+    assert "EngineDeadError" in (out / "run.log").read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sand_framework.app.runner import prepare
+from sand_framework.app.runner import prepare, stopped_because
 from sand_framework.config.load import load_recipe, merge, parse_overrides
 from sand_framework.engine.context import RunContext, cache_dir
 from sand_framework.engine.evaluation import evaluate_tasks
@@ -174,6 +175,13 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                     task_results = evaluate_tasks(task_ids, log, evaluator, env, agent, recipe.eval.batch_size,
                                                   progress, f"eval {model.label}/{split}")
                     results[split] = evaluator.aggregate(task_results)
+            except Exception as exc:
+                again = shlex.join(["sand", "eval", ref, *(["--recipe", str(recipe_ref)] if recipe_ref else []),
+                                    *[a for split in splits for a in ("--split", split)], "--limit", str(limit),
+                                    *overrides, "-o", str(rd.path), "--label", model.label])
+                if (known := stopped_because(exc, rd.path, again)) is not None:
+                    raise known from exc
+                raise
             finally:
                 ctx.close()
             metrics = rd.read_json(L.METRICS, {}) or {}

@@ -16,7 +16,7 @@ from sand_framework.config.load import merge, parse_overrides
 from sand_framework.config.preflight import require_packages
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
-from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError
+from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError, SandError
 from sand_framework.logs import run_log
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
@@ -74,6 +74,21 @@ def engine_died(exc: BaseException) -> bool:
     return any(type(e).__name__ in ENGINE_DEATHS for e in exception_chain(exc))
 
 
+def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandError | None:
+    """The user's error for a run or evaluation at ``path`` stopped by its machine rather than by SAND (a full
+    disk, a dead inference engine), saying how to continue (``continue_with``); None for anything else."""
+    if disk_full(exc, path):
+        return DiskFullError(
+            f"no space left on the disk of {path} ({type(exc).__name__}: {str(exc)[:200]}). Every unit finished "
+            f"before is kept; free some space (`df -h {path}`) and continue with `{continue_with}`")
+    if engine_died(exc):
+        return InferenceEngineDied(
+            f"the policy's inference engine stopped: its process died ({type(exc).__name__}). The usual cause is "
+            "memory: the kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once or lower "
+            f"policy.kv_cache_space_gb. Every unit finished before is kept; continue with `{continue_with}`")
+    return None
+
+
 def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
            ) -> tuple[Recipe, PluginSet, Registries, RunDir]:
     """Validate a recipe and make its run directory (holding the resolved recipe), without running it."""
@@ -116,17 +131,8 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
             with run_log(rd.path / L.LOG):
                 metrics = Pipeline(ctx).run()
         except Exception as exc:
-            if disk_full(exc, rd.path):
-                raise DiskFullError(
-                    f"no space left on the disk of {rd.path} ({type(exc).__name__}: {str(exc)[:200]}). Every unit "
-                    f"finished before is kept; free some space (`df -h {rd.path}`) and continue with "
-                    f"`sand run --resume {rd.path}`") from exc
-            if engine_died(exc):
-                raise InferenceEngineDied(
-                    f"the policy's inference engine stopped: its process died ({type(exc).__name__}). The usual "
-                    "cause is memory: the kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once "
-                    f"or lower policy.kv_cache_space_gb. Every unit finished before is kept; continue with "
-                    f"`sand run --resume {rd.path}`") from exc
+            if (known := stopped_because(exc, rd.path, f"sand run --resume {rd.path}")) is not None:
+                raise known from exc
             raise
         finally:
             ctx.close()
