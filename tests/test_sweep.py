@@ -438,3 +438,19 @@ def test_a_report_label_cut_at_a_comma_is_refused_with_the_fix(tmp_path):
         load_sweep(path)
     path.write_text('name: t\narms:\n  - name: a\n    recipe: smoke\n    report: {final: "upper bound, not SAND"}\n')
     assert load_sweep(path).arms[0].report == {"final": "upper bound, not SAND"}
+
+
+def test_an_arm_that_retrains_from_the_base_model_adopts_the_synthesis_but_not_the_training(sweep, tmp_path):
+    """run.train_from decides only where iteration 1's training starts: the synthesis before it (sampled from the
+    SFT weights) is the same, so an arm that retrains from the base model reuses it; its training is refused."""
+    from sand_framework.app.reuse import reuse_stages
+    from sand_framework.app.runner import create, reopen
+
+    out, _, _ = sweep
+    source = out / "sand" / "seed0"
+    recipe, _, _, rd = create("smoke", [*SMOKE, "run.train_from=base"], run_dir=str(tmp_path / "retrain"))
+    stages = ["expert", "train/iter0", "synth/iter1"]
+    assert reuse_stages(rd, recipe, source, reopen(source)[0], stages) == stages
+    with pytest.raises(RunDirError, match=r"train/iter1.*run\.train_from: 'previous' there, 'base' here"):
+        reuse_stages(rd, recipe, source, reopen(source)[0], ["train/iter1"])
+    assert not rd.stage_done("train/iter1")

@@ -35,7 +35,9 @@ def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
     """The resolved recipe settings a stage's output depends on.
 
     A stage depends on everything before it: iteration K's synthesis samples from iteration K-1's weights,
-    so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots."""
+    so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots.
+    ``run.train_from`` first matters for iteration 1's training: an arm that retrains from the base model
+    can still adopt iteration 1's synthesis."""
     kind, k = _parse(stage)
     slot = lambda name: {"name": recipe.slots[name][0], **dataclasses.asdict(recipe.slots[name][1])}  # noqa: E731
     inputs: dict[str, Any] = {"environment": slot("environment"), "data": dataclasses.asdict(recipe.data)}
@@ -46,8 +48,9 @@ def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
     inputs.update(model=dataclasses.asdict(recipe.model), trainer=slot("trainer"), seed=run.seed,
                   epochs=[run.epochs[min(i, len(run.epochs) - 1)] for i in range(trained)])
     if kind == "synth" or k >= 1:
-        inputs.update({s: slot(s) for s in SYNTHESIS_SLOTS},
-                      run={"train_from": run.train_from, "synthesis_batch": run.synthesis_batch})
+        inputs.update({s: slot(s) for s in SYNTHESIS_SLOTS}, run={"synthesis_batch": run.synthesis_batch})
+        if trained >= 2:  # train_from decides where iteration 1's training starts, so nothing before it
+            inputs["run"]["train_from"] = run.train_from
     return inputs
 
 
