@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 EXAMPLE = REPO / "plugins" / "examples" / "sand-example-plugin"
 CHECKED = ("docs/concepts.md", "docs/writing-plugins.md", "docs/recipes.md", "docs/cli.md", "docs/hooks.md",
-           "plugins/examples/sand-example-plugin/README.md")
-ROOTS = ("sand_framework/", "plugins/", "tests/", "benchmarks/", "recipes/", "docs/", "scripts/")
+           "docs/results.md", "docs/results-v1.md", "plugins/examples/sand-example-plugin/README.md")
+ROOTS = ("sand_framework/", "plugins/", "tests/", "benchmarks/", "recipes/", "docs/", "scripts/", "experiments/")
 """A code span starting with one of these is a path in the repository (or in the example package)."""
 GLOBAL_OPTIONS = {"--plugins-dir", "--allow-recipe-plugins", "--help", "--version"}
 """Options every command takes (or the group's own), documented once in cli.md's prose."""

@@ -190,16 +190,31 @@ def test_plan_validates_every_arm_without_running(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("name", ["miniature", "miniature-gpu"])
+V1_ARMS = {"sand", "sft-control", "wo-eac", "wo-sas", "base"}
+SHIPPED = {  # experiment file -> (its arms, its runs)
+    "miniature": (V1_ARMS | {"sand-iter2", "sft-control-iter2"}, 6 * 3 + 1),
+    "miniature-gpu": (V1_ARMS, 4 * 3 + 1),
+    "miniature2-epochs": ({"sft-e4", "sft-e8"}, 2),
+    "miniature2": ({"sand", "base", "sft-control", "grounded", "wo-eac"}, 4 * 3 + 1),
+    "miniature2-retrain": ({"sand", "sft-control", "grounded", "seen-sft", "seen-sand", "seen-control",
+                            "retrain-sand", "retrain-grounded", "retrain-control"}, 9),
+}
+
+
+def test_every_shipped_experiment_is_checked():
+    repo = Path(__file__).resolve().parent.parent
+    assert {p.stem for p in (repo / "experiments").glob("*.yaml")} == set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_shipped_experiments_validate(name):
     """Every arm × seed of the shipped experiments (CPU and the GPU-sized one) is a valid recipe here."""
     repo = Path(__file__).resolve().parent.parent
     proc = sand("sweep", str(repo / "experiments" / f"{name}.yaml"), "--plan")
     runs = json.loads(proc.stdout)
-    arms = {"sand", "sft-control", "wo-eac", "wo-sas", "base"} | ({"sand-iter2", "sft-control-iter2"}
-                                                                  if name == "miniature" else set())
+    arms, n_runs = SHIPPED[name]
     assert {r["arm"] for r in runs} == arms
-    assert len(runs) == (len(arms) - 1) * 3 + 1
+    assert len(runs) == n_runs
 
 
 def test_seed_and_arm_filters_touch_only_the_selected_runs(tmp_path):
