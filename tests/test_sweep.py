@@ -380,6 +380,19 @@ def test_results_md_answers_each_question_and_the_figure_has_every_seed(finished
         assert len(points[f"{r['split']}:{r['label']}"]) == len(r["seeds"]) == r["stats"]["success_rate"]["n"]
 
 
+def test_each_split_panel_of_the_figure_shows_only_the_rows_evaluated_on_it():
+    """An experiment whose arms evaluate different splits drew every row's slot in every panel, empty where the
+    row has no value (miniature2-retrain's figure was mostly empty slots)."""
+    from sand_framework.report.figures import SeedRow, success_by_seed
+
+    rows = [SeedRow("SFT", "unseen", {0: 25.0}), SeedRow("SAND", "unseen", {0: 12.5}),
+            SeedRow("SFT", "seen", {0: 14.6}), SeedRow("retrained", "seen", {0: 16.7}),
+            SeedRow("control", "seen", {0: 6.2})]
+    fig = success_by_seed(rows)
+    ticks = {ax.get_title(): [t.get_text() for t in ax.get_xticklabels()] for ax in fig.axes}
+    assert ticks == {"split unseen": ["SFT", "SAND"], "split seen": ["SFT", "retrained", "control"]}
+
+
 def test_sweep_compare_and_table_only_on_the_command_line(finished_sweep):
     path, out = finished_sweep
     proc = sand("sweep", str(path), "--compare")

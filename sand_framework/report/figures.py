@@ -186,11 +186,15 @@ def success_by_seed(rows: list[SeedRow]):
         return None
     plt = _plt()
     splits = list(dict.fromkeys(r.split for r in rows))
-    labels = list(dict.fromkeys(r.label for r in rows))
-    fig, axes = plt.subplots(1, len(splits), figsize=(max(4.5, 1.0 + 1.0 * len(labels)) * len(splits), 3.6),
+    every_label = list(dict.fromkeys(r.label for r in rows))
+    colors = dict(zip(every_label, _colors(len(every_label))))  # a row keeps its colour in every panel
+    widest = max(sum(r.split == split for r in rows) for split in splits)
+    # one panel per split, stacked, each with only the rows evaluated on it (an experiment whose arms evaluate
+    # different splits would otherwise draw every panel with empty slots)
+    fig, axes = plt.subplots(len(splits), 1, figsize=(max(4.5, 1.0 + 1.0 * widest), 4.2 * len(splits)),
                              squeeze=False, sharey=True)
-    colors = dict(zip(labels, _colors(len(labels))))
     for ax, split in zip(axes.flat, splits):
+        labels = list(dict.fromkeys(r.label for r in rows if r.split == split))
         for row in (r for r in rows if r.split == split):
             x, color = labels.index(row.label), colors[row.label]
             seeds = sorted(row.per_seed)
