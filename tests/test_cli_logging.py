@@ -150,16 +150,22 @@ def sand_register_policies(register):
 '''
 
 
-def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path):
-    """vLLM's worker OOM-killed mid-evaluation ended a sweep run with 'This is a bug in SAND'; it is exit 5 with
-    the likely cause and the resume command, and run.log keeps the engine's own error. (The vLLM lane checks that
-    a real engine whose process is killed raises an error this recognises: tests/test_policy_vllm.py.)"""
+@pytest.fixture
+def dying_engine_plugins(tmp_path):
+    """A plugin folder registering ``dying_engine``, a policy whose engine is gone at its first generation."""
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "dying.py").write_text(DYING_POLICY)
+    return folder
+
+
+def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path, dying_engine_plugins):
+    """vLLM's worker OOM-killed mid-evaluation ended a sweep run with 'This is a bug in SAND'; it is exit 5 with
+    the likely cause and the resume command, and run.log keeps the engine's own error. (The vLLM lane checks that
+    a real engine whose process is killed raises an error this recognises: tests/test_policy_vllm.py.)"""
     run = tmp_path / "run"
     proc = subprocess.run([*SAND, "run", *TINY, "policy.name=dying_engine", "--run-dir", str(run),
-                           "--plugins-dir", str(folder)], capture_output=True, text=True, timeout=900)
+                           "--plugins-dir", str(dying_engine_plugins)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
         proc.stderr[-3000:]
     assert "inference engine stopped: its process died (EngineDeadError)" in proc.stderr
@@ -168,15 +174,14 @@ def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path
     assert "train/iter0" in (run / "state.json").read_text(), "the SFT stage before it is kept"
 
 
-def test_sand_eval_with_a_dead_engine_is_exit_5_with_the_command_that_continues_it(tmp_path):
+def test_sand_eval_with_a_dead_engine_is_exit_5_with_the_command_that_continues_it(tmp_path,
+                                                                                    dying_engine_plugins):
     """`sand eval` stopped by a dead engine said 'This is a bug in SAND' (only `sand run` translated it); it now
     gives the same exit 5 and cause, and the `sand eval` command that continues into the same folder."""
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    (folder / "dying.py").write_text(DYING_POLICY)
     out = tmp_path / "ev"
     proc = subprocess.run([*SAND, "eval", "tiny-random", "--recipe", "smoke", "policy.name=dying_engine",
-                           "--split", "unseen", "--limit", "1", "-o", str(out), "--plugins-dir", str(folder)],
+                           "--split", "unseen", "--limit", "1", "-o", str(out),
+                           "--plugins-dir", str(dying_engine_plugins)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
         proc.stderr[-3000:]

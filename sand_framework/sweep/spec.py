@@ -30,7 +30,7 @@ from typing import Annotated, Any
 import annotated_types as at
 import yaml
 
-from sand_framework.config.schema import is_model_name
+from sand_framework.config.schema import NAMED_MODELS, is_model_name
 from sand_framework.config.typecheck import build, check_fields
 from sand_framework.errors import RecipeError
 
@@ -167,8 +167,8 @@ def report_problems(report: Any, where: str) -> list[str]:
     for model, label in report.items():
         if not is_model_name(model):
             hint = (" (a label with a comma inside {...} is cut there: quote the label)" if label is None else "")
-            problems.append(f"{where}.report: {model!r} is not a model a run evaluates (base, sft, final, "
-                            f"iter<k>){hint}")
+            problems.append(f"{where}.report: {model!r} is not a model a run evaluates "
+                            f"({', '.join(NAMED_MODELS)}, iter<k>){hint}")
         elif label is not None and not isinstance(label, str):
             problems.append(f"{where}.report.{model}: the row label must be text, got {label!r}")
     return problems
