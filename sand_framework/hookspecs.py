@@ -78,8 +78,19 @@ def sand_register_synthesizers(register: Register) -> None:
 
 
 @hookspec
+def sand_register_methods(register: Register) -> None:
+    """Register :class:`~sand_framework.components.Method` classes: what each iteration builds from the current
+    agent (SAND's deliberations, RFT's successful explorations, ETO's and IPR's preference pairs)."""
+
+
+@hookspec
 def sand_register_trainers(register: Register) -> None:
     """Register :class:`~sand_framework.components.Trainer` classes: fine-tuning on trajectories."""
+
+
+@hookspec
+def sand_register_preference_trainers(register: Register) -> None:
+    """Register :class:`~sand_framework.components.PreferenceTrainer` classes: fine-tuning on preference pairs."""
 
 
 @hookspec

@@ -57,7 +57,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sand_builtins.critics",
     "sand_builtins.synthesizers",
     "sand_builtins.grounded",
+    "sand_builtins.methods.sand",
     "sand_builtins.trainers.trl_sft",
+    "sand_builtins.trainers.trl_dpo",
     "sand_builtins.evaluators",
     "sand_builtins.models",
 )

@@ -154,6 +154,35 @@ class DeliberationRecord(_Record):
 
 
 @dataclass
+class PreferencePair(_Record):
+    """Two continuations of one context, the preferred one first: what DPO-style trainers consume.
+
+    ``prompt`` holds the shared context as a trajectory (instruction, task and
+    the steps before the continuations: none for ETO's whole-trajectory pairs,
+    the expert's first j steps for IPR's step-level ones), so a pair renders
+    with the same chat layout the agent is sampled with
+    (:func:`sand_framework.prompting.trajectory_chat`). Each side is a list of
+    agent steps; it is trained up to and including its last assistant turn.
+    """
+
+    prompt: Trajectory
+    chosen: list[Step]
+    rejected: list[Step]
+    chosen_reward: float = 0.0
+    rejected_reward: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Where the pair came from (method, step, source trajectories); kept for audit."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PreferencePair":
+        data = dict(data)
+        data["prompt"] = Trajectory.from_dict(data["prompt"])
+        data["chosen"] = [Step.from_dict(s) for s in data.get("chosen", [])]
+        data["rejected"] = [Step.from_dict(s) for s in data.get("rejected", [])]
+        return super().from_dict.__func__(cls, data)  # type: ignore[attr-defined]
+
+
+@dataclass
 class StepResult(_Record):
     """What an environment returns for one action."""
 

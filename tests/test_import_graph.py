@@ -8,7 +8,8 @@ the ones below it:
 0. core: the contract (components, hookspecs, lifecycle), data types, store, formats, prompting
 1. plugin loading: registry, plugins
 2. recipes: config
-3. the public rollout layer plugins may import (rollout), and ETO data import (eto)
+3. the public rollout layer plugins may import (rollout), ETO data import (eto) and the SAND synthesis pass
+   (synthesis) that the built-in `sand` method runs
 4. the built-in plugins (sand_builtins)
 5. the loop: engine (pipeline, synthesis, expert, evaluation of tasks)
 6. the application: app (runner, model evaluation, reuse), and the plugin test kit that drives the loop
@@ -30,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sand_framework",),  # everything not named below
     ("sand_framework.registry", "sand_framework.plugins"),
     ("sand_framework.config",),
-    ("sand_framework.rollout", "sand_framework.eto"),
+    ("sand_framework.rollout", "sand_framework.eto", "sand_framework.synthesis"),
     ("sand_builtins",),
     ("sand_framework.engine",),
     ("sand_framework.app", "sand_framework.testing.detectors"),

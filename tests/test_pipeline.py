@@ -94,8 +94,8 @@ def test_cli_listing_commands():
     assert all(p["hooks"] for p in plugins)
     comps = json.loads(sand("components", "--json").stdout)
     kinds = {c["kind"] for c in comps}
-    assert kinds == {"environment", "policy", "detector", "sampler", "executor", "critic", "synthesizer", "trainer",
-                     "evaluator"}
+    assert kinds == {"environment", "policy", "detector", "sampler", "executor", "critic", "synthesizer", "method",
+                     "trainer", "preference_trainer", "evaluator"}
     assert "max_new_tokens" in sand("config", "smoke", "sampler.n=2").stdout
     bad = sand("components", "detectr", check=False)
     assert bad.returncode == 2 and "did you mean 'detector'" in bad.stderr

@@ -124,7 +124,7 @@ def test_no_stage_is_recorded_done_on_empty_input(tmp_path, plugins):
     try:
         with pytest.raises(EmptyStageError, match="none of the 3 tasks"):
             p.expert()
-        with pytest.raises(EmptyStageError, match="no trajectories to synthesize"):
+        with pytest.raises(EmptyStageError, match="no trajectories to build from"):
             p.synthesize(1, [], None)
         with pytest.raises(EmptyStageError, match="0 trajectories"):
             p._stage_end("train/iter1", {"weights": "x", "trajectories": 0})

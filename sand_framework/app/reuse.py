@@ -49,6 +49,9 @@ def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
                   epochs=[run.epochs[min(i, len(run.epochs) - 1)] for i in range(trained)])
     if kind == "synth" or k >= 1:
         inputs.update({s: slot(s) for s in SYNTHESIS_SLOTS}, run={"synthesis_batch": run.synthesis_batch})
+        inputs["method"] = slot("method")
+        if kind == "train":  # a preference method's iterations train with this slot
+            inputs["preference_trainer"] = slot("preference_trainer")
         if trained >= 2:  # train_from decides where iteration 1's training starts, so nothing before it
             inputs["run"]["train_from"] = run.train_from
     return inputs

@@ -9,6 +9,7 @@ from sand_framework.components.kinds import (
     Evaluator,
     Executor,
     Policy,
+    PreferenceTrainer,
     Proposal,
     RolloutRequest,
     Sampler,
@@ -20,9 +21,11 @@ from sand_framework.components.kinds import (
     TrainRequest,
 )
 from sand_framework.components.declared import KINDS, SLOTS, Kind
+from sand_framework.components.method import REFERENCES, TRAINER_SLOT, IterationData, Method, MethodTools
 
 __all__ = [
     "KINDS", "SLOTS", "Kind", "Component", "NoParams", "Critic", "CritiqueRequest", "Detector", "Environment",
     "Evaluator", "Executor", "Policy", "Proposal", "RolloutRequest", "Sampler", "SampleRequest",
-    "SynthesisRequest", "Synthesizer", "TaskResult", "Trainer", "TrainRequest",
+    "SynthesisRequest", "Synthesizer", "TaskResult", "Trainer", "TrainRequest", "PreferenceTrainer", "Method",
+    "MethodTools", "IterationData", "TRAINER_SLOT", "REFERENCES",
 ]

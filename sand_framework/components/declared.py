@@ -20,8 +20,10 @@ from sand_framework.components.kinds import (
     Policy,
     Sampler,
     Synthesizer,
+    PreferenceTrainer,
     Trainer,
 )
+from sand_framework.components.method import Method
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Kind:
     synthesis: bool
     """Used by a synthesis pass (steps 2-4 of the method), so it shapes a SAND iteration's data: a stage
     made with it can be reused by another run only when this slot is equal there."""
+    default: str | None = None
+    """The component a recipe that leaves this slot out gets (recipes written before the slot existed keep
+    their meaning); None: the slot is required."""
 
     @property
     def name(self) -> str:
@@ -55,7 +60,9 @@ KINDS: tuple[Kind, ...] = (
     Kind(Executor, "executors", synthesis=True),
     Kind(Critic, "critics", synthesis=True),
     Kind(Synthesizer, "synthesizers", synthesis=True),
+    Kind(Method, "methods", synthesis=False, default="sand"),
     Kind(Trainer, "trainers", synthesis=False),
+    Kind(PreferenceTrainer, "preference_trainers", synthesis=False, default="trl_dpo"),
     Kind(Evaluator, "evaluators", synthesis=False),
 )
 """Every kind, in recipe order."""

@@ -25,7 +25,7 @@ where the hardware allows); ``None`` means no reproducibility is asked for.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from sand_framework.components.base import Component
@@ -36,6 +36,7 @@ from sand_framework.types import (
     Chat,
     Critique,
     Decision,
+    PreferencePair,
     Rollout,
     SynthesisResult,
     Trajectory,
@@ -275,10 +276,18 @@ class TrainRequest:
     """The stage's folder in the run directory; it persists across resumes."""
     epochs: float
     seed: int = 0
+    pairs: list[PreferencePair] = field(default_factory=list)
+    """Preference pairs, for a :class:`PreferenceTrainer` (``trajectories`` is then empty)."""
+    reference_weights: str | None = None
+    """A preference trainer's reference model: weights (adapter or full model) on ``base_model``, or None
+    for the base model itself; the method chooses which (:attr:`IterationData.reference`)."""
+    iteration: int = 0
+    """The stage's iteration (0: behavior initialization), for settings that change per iteration (ETO's beta
+    and learning rate)."""
 
 
 class Trainer(Component, abc.ABC):
-    """Fine-tunes the agent on (synthesized) trajectories.
+    """Fine-tunes the agent on (synthesized) trajectories: behavior initialization and SFT-data methods.
 
     Required: :meth:`train`.
     """
@@ -296,6 +305,23 @@ class Trainer(Component, abc.ABC):
         already there. With the same request and seed, the result must be
         reproducible as far as the hardware allows.
         """
+
+
+class PreferenceTrainer(Component, abc.ABC):
+    """Fine-tunes the agent on preference pairs (ETO's and IPR's DPO): the ``preference_trainer`` slot.
+
+    Required: :meth:`train`. Used by the iterations of a method whose
+    ``produces`` is ``"preference"``; behavior initialization always uses the
+    ``trainer`` slot, so every arm of a comparison can share one SFT start.
+    """
+
+    kind: ClassVar[str] = "preference_trainer"
+
+    @abc.abstractmethod
+    def train(self, request: TrainRequest) -> str:
+        """Required. Train on ``request.pairs`` from ``request.init_weights`` against
+        ``request.reference_weights``; return the saved weights' path (as :meth:`Trainer.train`: resumable,
+        the tokenizer saved beside the weights, reproducible with the same seed)."""
 
 
 # --------------------------------------------------------------------------

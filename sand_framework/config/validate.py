@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from sand_framework.components.declared import BY_NAME
+from sand_framework.components.method import TRAINER_SLOT
 from sand_framework.config.budgets import check_budgets
 from sand_framework.config.ranges import pending_problems
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe, evaluable_models
@@ -78,6 +80,8 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
     slots: dict[str, tuple[str, Any]] = {}
     for kind in SLOTS:
         node = data.get(kind)
+        if node is None and BY_NAME[kind].default is not None:  # a slot added after the recipe was written
+            node = data[kind] = {"name": BY_NAME[kind].default}
         if node is None:
             problems.append(f"{kind}: missing component slot; add e.g. `{kind}: {{name: ...}}` "
                             f"(available: {', '.join(registries[kind].names()) or 'none'})")
@@ -105,6 +109,7 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         problems += _check_eval_models(sections["eval"].models, sections["run"].iterations)
     if "run" in sections and len(slots) == len(SLOTS):
         problems += check_budgets(slots, registries, sections["run"].iterations)
+        problems += _check_method_trainer(slots, registries)
     if problems:
         raise RecipeError(problems, source)
     return Recipe(slots=slots, raw=data, **sections)
@@ -154,3 +159,13 @@ def _check_eval_models(models: list[str], iterations: int) -> list[str]:
     known = evaluable_models(iterations)
     return [f"eval.models: {m!r} will not exist in a run with run.iterations={iterations}; "
             f"choose from {', '.join(known)}" for m in models if m not in known]
+
+
+def _check_method_trainer(slots: dict[str, tuple[str, Any]], registries: Registries) -> list[str]:
+    """The method's data must reach a trainer that consumes it (caught now, not after behavior initialization)."""
+    method = registries["method"].get(slots["method"][0])
+    produces = getattr(method, "produces", None)
+    if produces not in TRAINER_SLOT:
+        return [f"method[{method.name}]: produces {produces!r}, which no trainer slot consumes; a method "
+                f"produces one of {', '.join(TRAINER_SLOT)}"]
+    return []

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from sand_framework.accelerator import hand_back
 from sand_framework.components import Component
 from sand_framework.config import Recipe
 from sand_framework.lifecycle import RunInfo, notify
@@ -38,6 +39,7 @@ class RunContext:
     started: float = field(default_factory=time.time)
     base_model_path: str = ""
     _policy_ready: bool = False
+    _hand_back_due: bool = False
     resumed: bool = field(init=False)
     """Some stage was finished before this session (read once, when the context is made)."""
 
@@ -76,12 +78,30 @@ class RunContext:
         """The policy component with the base model loaded (loaded once per process)."""
         policy = self.component("policy")
         if not self._policy_ready:
+            if self._hand_back_due:  # a training stage ran in this process: its cached device memory goes first
+                hand_back("before the policy starts")
+                self._hand_back_due = False
+            expect = getattr(policy, "expect_agent_weights", None)
+            if callable(expect):  # what the trainer will produce decides the engines' layout (LoRA or full)
+                expect(self.trained_weights_kind())
             policy.setup(self.base_model())
             self._policy_ready = True
         return policy
 
+    def trained_weights_kind(self) -> str | None:
+        """``adapter`` or ``full``: what the recipe's trainer writes (its ``weights_kind(params)``); None = unknown."""
+        slot = self.recipe.slots.get("trainer")
+        if slot is None:
+            return None
+        try:
+            kind = getattr(self.registries["trainer"].get(slot[0]), "weights_kind", None)
+        except KeyError:
+            return None
+        return kind(slot[1]) if callable(kind) else None
+
     def release_policy(self) -> None:
         """Free the policy's model memory (before training); the next :meth:`policy` call sets it up again."""
+        self._hand_back_due = True
         policy = self.components.get("policy")
         if os.environ.get("SAND_KEEP_POLICY_RESIDENT") == "1":  # only for benchmarks/run_memory.py's baseline
             return

@@ -9,9 +9,12 @@ stage               what                                    unit
 ``expert``          expert trajectories (env gold / file)   one task
 ``train/iter0``     behavior-initialization SFT             the stage (trainer
                                                             checkpoints inside)
-``synth/iterK``     sample, detect, roll out, critique,     one expert
-                    synthesize                              trajectory
-``train/iterK``     deliberation SFT                        the stage
+``synth/iterK``     the recipe's method builds the          one input
+                    iteration's data (SAND: sample,         trajectory
+                    detect, roll out, critique,
+                    synthesize; baselines: explore, pair)
+``train/iterK``     SFT on the method's trajectories, or    the stage
+                    preference training on its pairs
 ``eval``            greedy evaluation per model and split   one task
 ==================  ======================================  ====================
 """
@@ -27,15 +30,15 @@ from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sand_framework.components import TrainRequest
+from sand_framework.components import TRAINER_SLOT, IterationData, Method, MethodTools, TrainRequest
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
-from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
 from sand_framework.errors import EmptyStageError, RecipeError
 from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
-from sand_framework.types import Trajectory
+from sand_framework.pairs import write_preference_pairs
+from sand_framework.types import DeliberationRecord, Trajectory
 
 T = TypeVar("T")
 
@@ -138,26 +141,50 @@ class Pipeline:
     def expert_trajectory(self, task_id: str) -> Trajectory:
         return expert_trajectory(self.env, task_id)
 
-    def train(self, iteration: int, trajs: list[Trajectory], init: str | None) -> str:
+    def train(self, iteration: int, trajs: list[Trajectory], init: str | None,
+              data: IterationData | None = None, weights: dict[str, str | None] | None = None) -> str:
+        """Train stage ``iteration`` on ``trajs`` (SFT) or, when the method produced them, on ``data.pairs``
+        with the slot that consumes them (:data:`~sand_framework.components.TRAINER_SLOT`)."""
         stage = L.train_stage(iteration)
         if self.rd.stage_done(stage):
             return self.rd.stage_result(stage)["weights"]
         epochs = self.recipe.run.epochs
         n_epochs = epochs[min(iteration, len(epochs) - 1)]
-        self.ctx.console.print(f"[bold]{stage}[/]: {len(trajs)} trajectories, {n_epochs} epoch(s)")
+        pairs = data.pairs if data is not None else []
+        slot = TRAINER_SLOT["preference" if iteration and self._method().produces == "preference" else "sft"]
+        reference = None
+        if slot != TRAINER_SLOT["sft"]:
+            if not pairs:
+                raise EmptyStageError(f"{stage}: the method {self._method().name!r} made no preference pairs, so "
+                                      "there is nothing to train on; see its stage summary in state.json")
+            ref = data.reference if data is not None else "init"
+            reference = init if ref == "init" else (weights or {}).get(ref)
+        what = f"{len(pairs)} preference pairs" if slot != TRAINER_SLOT["sft"] else f"{len(trajs)} trajectories"
+        self.ctx.console.print(f"[bold]{stage}[/]: {what}, {n_epochs} epoch(s) ({slot})")
         self.ctx.release_policy()  # no inference engine stays resident while the trainer runs
         t0 = time.time()
-        weights = self.ctx.component("trainer").train(TrainRequest(
-            trajectories=trajs, base_model=self.ctx.base_model(), init_weights=init,
-            output_dir=str(self.rd.folder(L.weights(iteration))), epochs=n_epochs,
-            seed=self.recipe.run.seed + iteration))
-        self._stage_end(stage, {"weights": weights, "trajectories": len(trajs), "seconds": round(time.time() - t0, 1)})
-        return weights
+        out = self.ctx.component(slot).train(TrainRequest(
+            trajectories=[] if pairs and slot != TRAINER_SLOT["sft"] else trajs, base_model=self.ctx.base_model(),
+            init_weights=init, output_dir=str(self.rd.folder(L.weights(iteration))), epochs=n_epochs,
+            seed=self.recipe.run.seed + iteration, pairs=list(pairs) if slot != TRAINER_SLOT["sft"] else [],
+            reference_weights=reference, iteration=iteration))
+        summary: dict[str, Any] = {"weights": out, "seconds": round(time.time() - t0, 1)}
+        summary.update({"pairs": len(pairs)} if slot != TRAINER_SLOT["sft"] else {"trajectories": len(trajs)})
+        self._stage_end(stage, summary)
+        return out
 
-    def synthesize(self, iteration: int, trajs: list[Trajectory], agent_weights: str) -> list[Trajectory]:
+    def _method(self) -> Method:
+        return self.ctx.component("method")
+
+    def build(self, iteration: int, trajs: list[Trajectory], weights: dict[str, str | None]) -> IterationData:
+        """Stage ``synth/iterK``: the recipe's method builds the iteration's data, one unit per trajectory.
+
+        ``weights`` holds ``agent`` (the weights being improved), ``sft`` and ``base``; each unit is stored as
+        its batch finishes, so a resume redoes only the trajectories without an intact record."""
         stage = L.synth_stage(iteration)
         if not trajs:
-            raise EmptyStageError(f"{stage}: no trajectories to synthesize from (the previous stage produced none)")
+            raise EmptyStageError(f"{stage}: no trajectories to build from (the previous stage produced none)")
+        method = self._method()
         log = self.rd.units(L.synthesis_units(iteration))
         order = [t.task_id for t in trajs]
         missing = set(log.missing(order))
@@ -169,41 +196,54 @@ class Pipeline:
                    "every trajectory still has an intact record"))
         if missing:
             policy = self.ctx.policy()
-            policy.set_agent_weights(agent_weights)
-            comps = Components.of_slots(self.ctx.component, rollout_cache=RolloutCache())  # the policy set up above
+            policy.set_agent_weights(weights["agent"])
+            tools = MethodTools(env=self.env, policy=policy, component=self.ctx.component, iteration=iteration,
+                                weights=dict(weights))
+            executor = self.ctx.component("executor")
             with self.progress() as prog:
-                bar = prog.add_task(f"synthesis iter {iteration}", total=len(trajs),
+                bar = prog.add_task(f"{method.name} iter {iteration}", total=len(trajs),
                                     completed=sum(t in log for t in order))
                 for batch in chunks(trajs, self.recipe.run.synthesis_batch):
                     todo = [t for t in batch if t.task_id in missing and t.task_id not in log]
                     if not todo:
                         continue
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
-                    before = (dict(getattr(policy, "stats", {})), dict(getattr(comps.executor, "stats", {})))
+                    before = (dict(getattr(policy, "stats", {})), dict(getattr(executor, "stats", {})))
                     t0 = time.time()
-                    outs = synthesize_batch(todo, comps, seed)
-                    outs[0].stats.update(batch_cost(before, (getattr(policy, "stats", {}),
-                                                             getattr(comps.executor, "stats", {})), time.time() - t0))
-                    for out in outs:
-                        for rec in out.records:
-                            self._notify("sand_step_deliberated", record=rec)
-                        log.append(out.trajectory.task_id, {"trajectory": out.trajectory.to_dict(),
-                                                            "records": [r.to_dict() for r in out.records],
-                                                            "stats": out.stats})
+                    units = method.build(todo, tools, seed)
+                    if len(units) != len(todo):
+                        raise RuntimeError(f"method {method.name!r} returned {len(units)} units for {len(todo)} "
+                                           "trajectories; Method.build must return one per trajectory")
+                    units[0].setdefault("stats", {}).update(batch_cost(
+                        before, (getattr(policy, "stats", {}), getattr(executor, "stats", {})), time.time() - t0))
+                    for traj, unit in zip(todo, units):
+                        for rec in unit.get("records", []):
+                            self._notify("sand_step_deliberated", record=DeliberationRecord.from_dict(rec))
+                        log.append(traj.task_id, unit)
                         prog.advance(bar)
         still = log.missing(order)
         if still:  # never record a stage done without every unit: a resume could not redo them
-            raise RuntimeError(f"{stage}: {len(still)} trajectory(ies) got no synthesis record ({still[:3]}); "
+            raise RuntimeError(f"{stage}: {len(still)} trajectory(ies) got no record ({still[:3]}); "
                                f"the stage is not recorded as done, `sand run --resume {self.rd.path}` redoes them")
         units = list(log.values(order))
-        new = [Trajectory.from_dict(u["trajectory"]) for u in units]
+        data = method.assemble(units, trajs)
         if missing or not done:
-            write_sharegpt(self.rd.file(L.deliberation_sharegpt(iteration)), new)
-            write_messages(self.rd.file(L.deliberation_messages(iteration)), new)
-            summary = synthesis_summary(units)
+            if data.trajectories:
+                write_sharegpt(self.rd.file(L.deliberation_sharegpt(iteration)), data.trajectories)
+                write_messages(self.rd.file(L.deliberation_messages(iteration)), data.trajectories)
+            if data.pairs:
+                write_preference_pairs(self.rd.file(L.preference_pairs(iteration)), data.pairs)
+            summary = {"method": method.name, **method.summarize(units)}
+            if data.pairs:
+                summary["pairs"] = len(data.pairs)
             self._stage_end(stage, summary)
             self.ctx.console.print(f"[bold]{stage}[/]: {summary}")
-        return new
+        return data
+
+    def synthesize(self, iteration: int, trajs: list[Trajectory], agent_weights: str | None) -> list[Trajectory]:
+        """SAND's name for :meth:`build` with the agent's weights only: the trajectories it trains on."""
+        data = self.build(iteration, trajs, {"agent": agent_weights, "sft": agent_weights, "base": None})
+        return data.trajectories or data.next_expert
 
     def evaluate(self, weights: dict[str, str | None]) -> dict[str, Any]:
         ev = self.recipe.eval
@@ -241,12 +281,13 @@ class Pipeline:
         data = expert
         for k in range(1, run.iterations + 1):
             self.iteration = k
-            data = self.synthesize(k, data, weights[f"iter{k - 1}"])
+            built = self.build(k, data, {"agent": weights[f"iter{k - 1}"], "sft": weights["sft"], "base": None})
             init = weights[f"iter{k - 1}"] if run.train_from == "previous" else None
             already = self.rd.stage_done(L.train_stage(k))
-            weights[f"iter{k}"] = self.train(k, data, init=init)
+            weights[f"iter{k}"] = self.train(k, built.trajectories, init=init, data=built, weights=weights)
             if not already:
                 self._notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(L.synth_stage(k)))
+            data = built.next_expert
         weights["final"] = weights[f"iter{run.iterations}"]
         metrics = {
             "run": str(self.rd.path),
@@ -274,17 +315,3 @@ def batch_cost(before: tuple[dict[str, Any], dict[str, Any]], after: tuple[dict[
     for key in ("env_steps", "faults_survived", "hangs"):
         cost[key if key == "env_steps" else f"env_{key}"] = ex1.get(key, 0) - ex0.get(key, 0)
     return cost
-
-
-def synthesis_summary(units: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Totals over a synthesis stage: steps examined, deliberated, candidates, rollouts, fallbacks."""
-    total: dict[str, Any] = {}
-    n = 0
-    for u in units:
-        n += 1
-        for k, v in u["stats"].items():
-            total[k] = round(total.get(k, 0) + v, 2)
-    total["trajectories"] = n
-    if total.get("steps"):
-        total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)
-    return total

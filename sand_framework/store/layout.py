@@ -16,7 +16,8 @@ relative to the run directory, as ``/``-separated strings, so both a
       run.log              the run's log records (SAND's, plugins', warnings), appended by every resume
       expert/trajectories.units.jsonl, expert/expert.sharegpt.json
       iter1/synthesis.units.jsonl   one unit per expert trajectory
-      iter1/deliberation.sharegpt.json, iter1/deliberation.messages.jsonl
+      iter1/deliberation.sharegpt.json, iter1/deliberation.messages.jsonl   (methods that produce SFT data)
+      iter1/pairs.jsonl    (methods that produce preference pairs: TRL's conversational format)
       weights/iter0/ ...   trainer output (checkpoints/, final/)
       eval/<model>/<split>.units.jsonl
       metrics.json         (and eval.json in a ``sand eval`` folder)
@@ -72,6 +73,12 @@ class RunLayout:
     @classmethod
     def deliberation_messages(cls, k: int) -> str:
         return f"{cls.iteration(k)}/deliberation.messages.jsonl"
+
+    @classmethod
+    def preference_pairs(cls, k: int) -> str:
+        """Iteration ``k``'s preference pairs in TRL's conversational format (``prompt``/``chosen``/``rejected``
+        messages), for methods that produce pairs."""
+        return f"{cls.iteration(k)}/pairs.jsonl"
 
     @classmethod
     def weights(cls, k: int) -> str:

@@ -1,0 +1,125 @@
+"""What an iteration builds from the current agent: SAND's deliberations, or a baseline's data.
+
+SAND's claim is comparative (the paper's Table 1 sets it beside RFT-, ETO- and
+IPR-style methods), so the step "turn the current agent and the expert data
+into this iteration's training data" is a component kind of its own. The
+engine never names a method: it cuts the iteration's input trajectories into
+units (one per trajectory), asks the recipe's method to :meth:`Method.build`
+each batch of them, stores every unit durably, and hands the finished units
+back to :meth:`Method.assemble`, which says what to train on and what the
+next iteration starts from. The kind of data a method produces
+(:attr:`Method.produces`) picks the trainer slot that consumes it
+(:data:`TRAINER_SLOT`), so a preference method trains with the
+``preference_trainer`` slot while the behavior-initialization SFT, shared by
+every arm of a comparison, stays with ``trainer``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from sand_framework.components.base import Component
+from sand_framework.components.environment import Environment
+from sand_framework.components.policy import Policy
+from sand_framework.types import PreferencePair, Trajectory
+
+DataKind = Literal["sft", "preference"]
+"""What a method's iteration trains on: SFT trajectories, or preference pairs."""
+
+TRAINER_SLOT: dict[str, str] = {"sft": "trainer", "preference": "preference_trainer"}
+"""The recipe slot whose trainer consumes each kind of data (declared once; validation and the engine read it)."""
+
+REFERENCES = ("init", "sft", "base")
+"""What a preference trainer's reference model may be: the weights training starts from (ETO: the current
+agent), the behavior-initialization SFT weights (IPR), or the base model."""
+
+
+@dataclass
+class MethodTools:
+    """What a method may use while it builds one batch of units.
+
+    ``component(slot)`` gives the recipe-selected component of any slot
+    (``executor``, ``sampler``, ``critic`` ...), built once per run;
+    ``policy`` already serves the current agent (``role="agent"``) and the
+    frozen base model (``role="base"``). A method that samples from other
+    weights (IPR's Monte Carlo rollouts from the SFT model) calls
+    ``policy.set_agent_weights(weights["sft"])`` and restores
+    ``weights["agent"]`` before it returns.
+    """
+
+    env: Environment
+    policy: Policy
+    component: Callable[[str], Any]
+    iteration: int
+    """The iteration being built (1 = the first after behavior initialization)."""
+    weights: dict[str, str | None]
+    """``agent`` (the current agent: the previous iteration's weights), ``sft`` (behavior initialization) and
+    ``base`` (None: the base model itself)."""
+    shared: dict[str, Any] = field(default_factory=dict)
+    """State the method keeps across the batches of one iteration in this process (a rollout cache); lost on
+    resume, so nothing in it may change a unit's result."""
+
+
+@dataclass
+class IterationData:
+    """What :meth:`Method.assemble` makes of an iteration's finished units."""
+
+    next_expert: list[Trajectory]
+    """The next iteration's input trajectories (SAND: the deliberation trajectories; RFT/ETO/IPR: the expert
+    data, unchanged)."""
+    trajectories: list[Trajectory] = field(default_factory=list)
+    """SFT data for this iteration's training (``produces == "sft"``)."""
+    pairs: list[PreferencePair] = field(default_factory=list)
+    """Preference pairs for this iteration's training (``produces == "preference"``)."""
+    reference: str = "init"
+    """The preference trainer's reference model, one of :data:`REFERENCES`."""
+
+
+class Method(Component, abc.ABC):
+    """Builds one iteration's training data from the current agent (SAND's steps 2-4, or a baseline's).
+
+    Required: :meth:`build`, :meth:`assemble`. Provided: :meth:`summarize`.
+
+    A unit is one input trajectory (an expert trajectory, or the trajectory of
+    one training task): :meth:`build` returns one JSON-serializable ``dict``
+    per trajectory, which the engine stores as soon as the batch returns and
+    never recomputes on ``--resume``. With the same seed, inputs and weights
+    the units must be the same, so kill -9 at any point resumes to identical
+    units. A unit's ``"stats"`` mapping (numbers) is summed over the stage by
+    :meth:`summarize`; the engine adds the batch's cost (wall seconds,
+    backend tokens, environment steps) to the first unit of each batch.
+    """
+
+    kind: ClassVar[str] = "method"
+    produces: ClassVar[DataKind] = "sft"
+    """The data its iterations train on: picks the trainer slot (:data:`TRAINER_SLOT`)."""
+    uses: ClassVar[tuple[str, ...]] = ()
+    """Other slots whose settings shape its units (SAND: sampler, detector, executor, critic, synthesizer):
+    a finished stage is reused by another run only when these slots are equal there."""
+
+    @abc.abstractmethod
+    def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
+        """Required. One unit (a JSON-serializable dict, with a ``"stats"`` dict of numbers) per trajectory."""
+
+    @abc.abstractmethod
+    def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:
+        """Required. The iteration's training data from every unit, in the order of ``trajectories``.
+
+        A pure function of its arguments: it runs again on every resume.
+        """
+
+    def summarize(self, units: list[dict[str, Any]]) -> dict[str, Any]:
+        """Provided: the sum of each stat over the units, ``trajectories`` (the unit count) and, where the
+        units count ``steps`` and ``deliberated``, the ``deliberation_rate``."""
+        total: dict[str, Any] = {}
+        for u in units:
+            for k, v in u.get("stats", {}).items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    total[k] = round(total.get(k, 0) + v, 2)
+        total["trajectories"] = len(units)
+        if total.get("steps"):
+            total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)
+        return total
