@@ -29,11 +29,11 @@ def test_extends_and_overrides(registries):
     assert r.slots["sampler"][1].temperature == 1.0  # inherited from quickstart
 
 
-def test_swapping_a_slot_name_replaces_the_node(registries):
+def test_swapping_a_slot_name_keeps_only_the_settings_the_new_component_declares(registries):
     data, _ = load_recipe("smoke", ["detector=entropy"])
-    assert data["detector"] == {"name": "entropy"}
+    assert data["detector"] == {"name": "entropy"}  # quickstart sets nothing for set_size to carry over
     data, _ = load_recipe("quickstart", ["critic.name=no_rollout_critic"])
-    assert data["critic"] == {"name": "no_rollout_critic"}  # max_new_tokens from rollout_critic dropped
+    assert data["critic"] == {"name": "no_rollout_critic", "max_new_tokens": 40}  # kept: both declare it
     assert validate(data, registries).slots["critic"][0] == "no_rollout_critic"
 
 

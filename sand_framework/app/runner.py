@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from sand_framework.config import Recipe, load_recipe, validate
-from sand_framework.config.load import merge, parse_overrides
+from sand_framework.config.load import merge, parse_overrides, settle_swaps
 from sand_framework.config.preflight import require_packages
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
@@ -32,16 +32,23 @@ def _plugin_lists(data: dict[str, Any], extra_dirs: list[str]) -> tuple[list[str
 
 def prepare(data: dict[str, Any], plugin_dirs: list[str] = (), source: str | None = None
             ) -> tuple[Recipe, PluginSet, Registries]:
-    """Load the plugins a recipe needs, then validate the recipe against their components."""
+    """Load the plugins a recipe needs, then validate the recipe against their components.
+
+    A component swapped in by the recipe or an override keeps the inherited settings its ``Params`` declare
+    (:func:`~sand_framework.config.load.settle_swaps`); what was kept and dropped is in ``recipe.notes``.
+    """
     modules, dirs = _plugin_lists(data, list(plugin_dirs))
     plugins = load_plugins(modules, dirs)
     registries = plugins.registries()
-    return validate(data, registries, source), plugins, registries
+    data, notes = settle_swaps(data, registries)
+    recipe = validate(data, registries, source)
+    recipe.notes = notes
+    return recipe, plugins, registries
 
 
 def resolve(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = ()
             ) -> tuple[Recipe, PluginSet, Registries]:
-    data, path = load_recipe(recipe_ref, overrides)
+    data, path = load_recipe(recipe_ref, overrides, settle=False)  # settled once the plugins are loaded
     return prepare(data, plugin_dirs, str(path))
 
 
@@ -127,6 +134,8 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                                        "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
         ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
         ctx.console.print(f"[bold]run directory[/]: {rd.path}")
+        for note in recipe.notes:
+            ctx.console.print(f"note: {note}", markup=False, highlight=False)
         try:
             with run_log(rd.path / L.LOG):
                 metrics = Pipeline(ctx).run()

@@ -68,6 +68,8 @@ def validate(recipe, overrides, plugin_dirs):
         raise RecipeError(problems, recipe)
     slots = ", ".join(f"{k}={name}" for k, (name, _) in r.slots.items())
     click.echo(f"ok: {recipe} ({slots})")
+    for note in r.notes:
+        click.echo(f"note: {note}")
     extra = [i for i in plugins.info.values() if i.source != "builtin"]
     for info in extra:
         click.echo(f"loads plugin {info.name} ({info.source}, version {info.version}): "
@@ -80,6 +82,8 @@ def config(recipe, overrides, plugin_dirs):
     from sand_framework.app.runner import resolve
 
     r, _, _ = resolve(recipe, list(overrides), list(plugin_dirs))
+    for note in r.notes:
+        click.echo(f"note: {note}", err=True)  # stdout stays the YAML
     out = {k: dataclasses.asdict(getattr(r, k)) for k in ("run", "model", "data", "eval", "plugins")}
     for kind, (name, params) in r.slots.items():
         out[kind] = {"name": name, **dataclasses.asdict(params)}

@@ -1,11 +1,16 @@
 """Recipe loading: bounded safe YAML, ``extends:`` chains, ``key=value`` overrides and interpolation.
 
 Merging is a plain deep merge (mappings merge key by key; anything else,
-lists included, is replaced) with one extra rule: when a component slot
-changes its ``name``, the new node *replaces* the old one, because the old
-component's params mean nothing to the new component. So an ablation recipe
-that writes ``critic: {name: no_rollout_critic}`` does not inherit the paper
-critic's keys.
+lists included, is replaced) with one extra rule for a component slot whose
+``name`` changes (``executor=process_pool`` on the command line, ``critic:
+{name: no_rollout_critic}`` in a recipe that extends another): the new
+component keeps the slot's inherited settings that its own ``Params`` also
+declares (a parameter of the same name means the same thing: ``temperature``,
+``max_new_tokens``), and the others are dropped, because they mean nothing to
+it. Which parameters a component declares is known only once the plugins are
+loaded, so merging marks the carried keys (:data:`INHERITED`) and
+:func:`settle_swaps` keeps or drops them against the registries, returning a
+note for each swap so that it is never silent.
 
 Everything read here is data: YAML is loaded with the safe loader within the
 limits of :mod:`~sand_framework.store.yamlsafe`, interpolation is limited as
@@ -87,6 +92,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+INHERITED = "__inherited__"
+"""Marker in a swapped slot node between merging and :func:`settle_swaps`: ``{"from": OLD_NAME, "keys": [...]}``,
+the keys the node carries over from the component it replaced (never stored: settling removes it)."""
+
+
 def _slot_node(key: str, value: Any) -> Any:
     return {"name": value} if key in SLOTS and isinstance(value, str) else value
 
@@ -100,20 +110,91 @@ def _deep(old: Any, new: Any) -> Any:
     return copy.deepcopy(new)
 
 
-def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``child`` over ``base``; a slot whose ``name`` changes is replaced whole.
+def _swap(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A slot node changing component: ``new`` over the old node's settings, the carried keys marked."""
+    before = old.get(INHERITED) if isinstance(old.get(INHERITED), dict) else {}
+    settings = {k: v for k, v in old.items() if k not in ("name", INHERITED)}
+    carried = [k for k in settings if k not in new]
+    out = _deep(settings, {k: v for k, v in new.items() if k != INHERITED})
+    out = {"name": new["name"], **{k: v for k, v in out.items() if k != "name"}}
+    if carried:
+        out[INHERITED] = {"from": before.get("from", old.get("name")), "keys": carried}
+    return out
 
-    A value of another type (a list where a mapping was, a number where a list
-    was) replaces the old one; validation then says what the key expects.
+
+def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``child`` over ``base``; a slot whose ``name`` changes keeps the old settings, marked.
+
+    The marked settings are kept or dropped by :func:`settle_swaps` once the
+    new component's ``Params`` are known. A value of another type (a list
+    where a mapping was, a number where a list was) replaces the old one;
+    validation then says what the key expects.
     """
     out = {k: _slot_node(k, v) for k, v in base.items()}
     for key, new in child.items():
         new, old = _slot_node(key, new), out.get(key)
-        if (key in SLOTS and isinstance(new, dict) and isinstance(old, dict) and "name" in new
-                and new["name"] != old.get("name")):
-            old = None
+        if key in SLOTS and isinstance(new, dict) and isinstance(old, dict):
+            if "name" in new and new["name"] != old.get("name"):
+                out[key] = _swap(old, new)
+                continue
+            mark = old.get(INHERITED)
+            if isinstance(mark, dict):  # set again here: no longer inherited
+                keys = [k for k in mark.get("keys", []) if k not in new]
+                old = {k: v for k, v in old.items() if k != INHERITED}
+                if keys:
+                    old[INHERITED] = {**mark, "keys": keys}
         out[key] = _deep(old, new)
     return out
+
+
+def settle_swaps(data: dict[str, Any], registries: Any) -> tuple[dict[str, Any], list[str]]:
+    """Keep the settings a swapped component inherited that its ``Params`` declare, drop the rest.
+
+    Returns the recipe without :data:`INHERITED` markers and one note per swap
+    that carried settings (what was kept, what was dropped). A slot naming a
+    component that is not registered drops them all (validation reports the
+    name). Recipes without swaps come back unchanged.
+    """
+    notes: list[str] = []
+    out = dict(data)
+    for kind in SLOTS:
+        node = out.get(kind)
+        if not isinstance(node, dict) or INHERITED not in node:
+            continue
+        mark = node[INHERITED]
+        node = {k: v for k, v in node.items() if k != INHERITED}
+        keys = [k for k in (mark.get("keys") or []) if k in node] if isinstance(mark, dict) else []
+        old = mark.get("from") if isinstance(mark, dict) else None
+        name = node.get("name")
+        declared = _declared(registries, kind, name)
+        kept = [k for k in keys if declared is not None and k in declared]
+        dropped = [k for k in keys if k not in kept]
+        for k in dropped:
+            del node[k]
+        out[kind] = node
+        if keys and declared is not None:
+            parts = [f"keeps the slot's {', '.join(f'{k}={_short(node[k])}' for k in kept)}"] if kept else []
+            if dropped:
+                parts.append(f"drops the slot's {', '.join(dropped)} (not parameters of {name})")
+            notes.append(f"{kind}: {old} -> {name} " + "; ".join(parts))
+    return out, notes
+
+
+def _declared(registries: Any, kind: str, name: Any) -> set[str] | None:
+    import dataclasses
+
+    try:
+        if not isinstance(name, str) or name not in registries[kind]:
+            return None
+        params = registries[kind].get(name).Params
+        return {f.name for f in dataclasses.fields(params)}
+    except Exception:  # noqa: BLE001 - a malformed component is reported by validation, not here
+        return None
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass
@@ -195,8 +276,14 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_recipe(ref: str, overrides: list[str] = ()) -> tuple[dict[str, Any], Path]:
+def load_recipe(ref: str, overrides: list[str] = (), registries: Any = None, settle: bool = True
+                ) -> tuple[dict[str, Any], Path]:
     """Resolved plain mapping of a recipe plus its overrides, and the recipe file path.
+
+    A swapped component's inherited settings are settled (:func:`settle_swaps`)
+    against ``registries``, by default those of the built-ins, the installed
+    plugins and the plugins the recipe names; ``settle=False`` leaves the
+    markers for a caller that loads the plugins itself (and reports the notes).
 
     Raises :class:`RecipeError` when the recipe cannot be read, its
     interpolations cannot be resolved, or it names plugin code the user has
@@ -208,4 +295,11 @@ def load_recipe(ref: str, overrides: list[str] = ()) -> tuple[dict[str, Any], Pa
     if problems:
         raise RecipeError(problems, str(path))
     check_recipe_code(resolved, str(path))
+    if settle and any(isinstance(resolved.get(k), dict) and INHERITED in resolved[k] for k in SLOTS):
+        if registries is None:
+            from sand_framework.plugins import load_plugins
+
+            section = resolved.get("plugins") if isinstance(resolved.get("plugins"), dict) else {}
+            registries = load_plugins(list(section.get("modules") or []), list(section.get("dirs") or [])).registries()
+        resolved, _ = settle_swaps(resolved, registries)
     return resolved, path

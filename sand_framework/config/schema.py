@@ -140,3 +140,6 @@ class Recipe:
     slots: dict[str, tuple[str, Any]]
     raw: dict[str, Any]
     """The resolved plain mapping (what ``sand config`` prints and the run dir stores)."""
+    notes: list[str] = field(default_factory=list)
+    """What loading decided that the recipe does not say in so many words: the settings a swapped component
+    kept from the slot and the ones it dropped (shown by ``sand validate``, ``sand config`` and ``sand run``)."""
