@@ -61,6 +61,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sand_builtins.trainers.trl_sft",
     "sand_builtins.trainers.trl_dpo",
     "sand_builtins.evaluators",
+    "sand_builtins.best_of_n",
     "sand_builtins.models",
 )
 """Built-in plugin modules, registered through the same hooks as any third party."""
