@@ -1,27 +1,537 @@
-"""Preference fine-tuning of the agent with TRL's ``DPOTrainer`` (ETO's and IPR's training step).
+"""Preference fine-tuning of the agent with TRL's ``DPOTrainer`` (ETO's and IPR's training step), LoRA or full.
 
-Work in progress in this commit: the component is registered so that recipes validate with the
-``preference_trainer`` slot's default; :meth:`DpoTrainer.train` is being written.
+Trained the way ``trl_sft`` trains: every pair is rendered with the base
+model's own chat template (:class:`sand_framework.chat_format.ChatFormat`, no
+other template substituted), the loss of each side covers its assistant
+replies and their end-of-turn token only (the observations between them are
+masked, as ETO's ``train_dpo`` masks the human turns), and the prompt the
+policy renders for each step is checked to be a token prefix of what is
+trained (:mod:`.dpo_data`).
+
+**Reference model.** ``request.reference_weights`` (the method's choice:
+ETO's current agent = ``init_weights``, IPR's fixed SFT model, or None = the
+base model) is held without a second copy of the model wherever LoRA allows:
+
+* LoRA, ``init_weights`` an adapter: training *continues that adapter*; the
+  reference is a frozen adapter named ``ref`` beside it (TRL's own mechanism):
+  a bit-exact copy of the init adapter when the reference is the init weights
+  (ETO), the reference adapter loaded from disk when it is another adapter on
+  the same base (IPR's SFT adapter), or no adapter at all (adapters disabled)
+  when the reference is the base model. The output stays a LoRA adapter on
+  the base model, so every policy loads it as the next agent exactly as it
+  loads an SFT adapter (and vLLM's LoRA engine layout, chosen from the
+  ``trainer`` slot, stays right). Merging the init adapter into the base and
+  training a fresh adapter on top would give the same reference but a merged
+  full model per iteration as output. The adapter's rank and target modules
+  are the init adapter's (``lora_r`` & co. apply to fresh adapters only).
+* LoRA from the base model: a fresh adapter; reference = adapters disabled
+  (the base), or a ``ref`` adapter when the reference is an adapter.
+* LoRA on a full-model ``init_weights`` (a full SFT): a fresh adapter on that
+  model, merged into it at the end: ``final/`` is then a full model.
+* A reference that is a full model the adapters cannot express, and every
+  full fine-tune (``lora: false``): an explicit frozen ``ref_model`` loaded
+  from the reference weights (a second copy of the model, as ETO's and IPR's
+  own ``train_dpo`` keep).
+
+Per-iteration settings: ``beta`` and ``learning_rate`` are lists indexed by
+``request.iteration - 1``, the last repeating (ETO: 0.1 / 1e-6 in iteration
+1, 0.5 / 5e-7 after).
+
+Outputs, as ``trl_sft``'s, under ``request.output_dir``: ``checkpoints/``
+(resumable: a killed stage continues from the newest complete one),
+``final/`` (adapter or full model + tokenizer + ``sand_chat_format.json``,
+renamed into place), ``logs/`` (TensorBoard) and ``training_summary.json``
+(steps, losses, pairs, reward accuracy and margins as TRL logs them). With
+``launch.num_processes > 1`` the stage runs under ``accelerate launch``
+(:mod:`.dpo_launch`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from annotated_types import Ge, Gt, Interval, MinLen
 
 from sand_framework import hookimpl
+from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import PreferenceTrainer, TrainRequest
+from sand_framework.cpu_threads import cpu_threads
+from sand_builtins.models import is_adapter
+from sand_builtins.trainers.checkpoints import latest_checkpoint
+from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
+from sand_builtins.trainers.progress import RichProgress
+from sand_builtins.trainers.trl_sft import LaunchParams, parse_trackers, release_memory
+
+log = logging.getLogger(__name__)
+
+REF_ADAPTER = "ref"
+"""The frozen reference adapter's name (TRL's: its DPOTrainer uses an adapter of this name as the reference)."""
+
+LOSS_TYPES = ("sigmoid", "hinge", "ipo", "robust", "sigmoid_norm")
+"""TRL ``loss_type`` values offered (pairwise losses that need no extra setting)."""
+
+
+@dataclass
+class Params:
+    lora: bool = True
+    """Train a LoRA adapter (True) or fine-tune every weight (False). With LoRA the reference costs no second
+    model copy (a frozen adapter or adapters disabled); a full fine-tune keeps a frozen reference model."""
+    lora_r: Annotated[int, Ge(1)] = 16
+    """LoRA rank of a fresh adapter (an init adapter that is continued keeps its own rank)."""
+    lora_alpha: Annotated[int, Gt(0)] = 32
+    """LoRA scaling numerator of a fresh adapter (effective scale ``lora_alpha / lora_r``)."""
+    lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
+    """Dropout on a fresh adapter's LoRA branch (TRL disables dropout during DPO unless ``disable_dropout``
+    is False)."""
+    target_modules: str = "all-linear"
+    """Modules a fresh adapter wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
+    beta: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(default_factory=lambda: [0.1, 0.5])
+    """DPO beta per iteration: entry k-1 for iteration k, the last repeating (ETO: 0.1, then 0.5; IPR: [0.1])."""
+    learning_rate: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(
+        default_factory=lambda: [1e-6, 5e-7])
+    """Peak learning rate per iteration, indexed like ``beta`` (ETO's full fine-tune: 1e-6, then 5e-7; IPR:
+    [3e-6]). A LoRA adapter usually needs 10-50x more (e.g. ``[5e-5, 2.5e-5]``)."""
+    loss_type: Literal["sigmoid", "hinge", "ipo", "robust", "sigmoid_norm"] = "sigmoid"
+    """TRL's preference loss: ``sigmoid`` is DPO (ETO, IPR); ``hinge``, ``ipo``, ``robust``, ``sigmoid_norm``
+    (length-normalized DPO) are TRL's variants."""
+    label_smoothing: Annotated[float, Interval(ge=0, lt=0.5)] = 0.0
+    """Conservative-DPO label smoothing (``robust`` loss); 0 for plain DPO."""
+    sft_weight: Annotated[float, Ge(0)] = 0.0
+    """Weight of an NLL term on the chosen side added to the preference loss: IPR's ``DPO - log pi(chosen)``
+    is 1.0; 0 (ETO) adds none. It is TRL's ``sft`` loss: the mean negative log-likelihood per trained chosen
+    token of the micro-batch (TRL 1.16 has no ``rpo_alpha``)."""
+    lr_scheduler_type: str = "constant_with_warmup"
+    """Any ``transformers`` scheduler name (ETO: ``constant_with_warmup``; ``cosine``, ``linear`` ...)."""
+    warmup_ratio: Annotated[float, Interval(ge=0, lt=1)] = 0.1
+    """Fraction of the total steps spent warming the learning rate up, in [0, 1) (ETO, IPR: 0.1)."""
+    weight_decay: Annotated[float, Ge(0)] = 0.0
+    """AdamW weight decay."""
+    batch_size: Annotated[int, Ge(1)] = 32
+    """Effective batch size in pairs: ``per_device_batch_size`` x gradient accumulation x devices (ETO: 32,
+    IPR: 48)."""
+    per_device_batch_size: Annotated[int, Ge(1)] = 1
+    """Pairs per forward pass (each pair is two sequences); gradient accumulation makes up ``batch_size``."""
+    max_length: Annotated[int, Ge(1)] = 4096
+    """Tokens kept per prompt + side (a longer side is cut at its end); a pair left with a side without any
+    trained token is dropped (ETO: 4096)."""
+    max_prompt_length: Annotated[int, Ge(0)] = 0
+    """Longest prompt in tokens; a longer one loses its oldest (reply, observation) turns after the task, as the
+    policy shortens a prompt that does not fit. 0 = no limit beyond ``max_length`` (ETO: 512)."""
+    max_steps: Annotated[int, Ge(-1)] = -1
+    """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``)."""
+    save_steps: Annotated[int, Ge(1)] = 50
+    """Write a resumable checkpoint every this many optimizer steps."""
+    save_total_limit: Annotated[int, Ge(1)] = 2
+    """Checkpoints kept in ``checkpoints/`` while training."""
+    keep_checkpoints: bool = False
+    """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
+    logging_steps: Annotated[int, Ge(1)] = 5
+    """Log loss, rewards and margins every this many optimizer steps."""
+    report_to: str = "tensorboard"
+    """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face integration
+    (``wandb``, ``trackio``, ``mlflow``, ...), or ``none``."""
+    threads: Annotated[int, Ge(0)] = 0
+    """torch CPU threads during training; 0 = one per core free when training starts (under ``launch``, shared
+    among its processes)."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
+    ``bfloat16``, ``float16``."""
+    disable_dropout: bool = True
+    """Turn dropout off in the policy and the reference (TRL's default: the log-ratios then compare like with
+    like)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass instead of keeping them: less memory, more compute."""
+    launch: LaunchParams = field(default_factory=LaunchParams)
+    """Multi-process training: ``{num_processes: 8, config: fsdp}`` (as ``trainer.launch``). The default trains in
+    the run's process."""
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.max_steps == 0:
+            problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
+        if self.max_prompt_length >= self.max_length:
+            problems.append(f"max_prompt_length: {self.max_prompt_length} leaves no room for the replies within "
+                            f"max_length={self.max_length}; lower it (ETO: 512 of 4096) or use 0")
+        if self.per_device_batch_size > self.batch_size:
+            problems.append(f"per_device_batch_size: {self.per_device_batch_size} is above batch_size="
+                            f"{self.batch_size}")
+        return problems
+
+
+def per_iteration(values: list[float], iteration: int) -> float:
+    """``values[iteration - 1]``, the last entry for later iterations (and the first for iteration 0)."""
+    return float(values[min(max(iteration, 1), len(values)) - 1])
+
+
+def _same_weights(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _warmup_steps(ratio: float, total_steps: int) -> int:
+    return math.ceil(total_steps * ratio) if ratio > 0 else 0
+
+
+def _optimizer_steps(examples: int, per_device: int, world: int, accumulation: int, epochs: float,
+                     max_steps: int) -> int:
+    """Optimizer steps transformers' ``Trainer`` takes (its formula: a partial accumulation counts)."""
+    if max_steps > 0:
+        return max_steps
+    batches = max(1, math.ceil(examples / (max(1, per_device) * max(1, world))))
+    per_epoch = max(batches // accumulation + int(batches % accumulation > 0), 1)
+    return max(1, math.ceil(epochs * per_epoch))
+
+
+def _sand_dpo_trainer_class():
+    """TRL's ``DPOTrainer`` taking our pre-tokenized, pre-masked rows as they are."""
+    from trl import DPOTrainer
+
+    class SandDPOTrainer(DPOTrainer):
+        def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+            return dataset  # tokenized and masked by dpo_data with the model's own template
+
+        def _set_signature_columns_if_needed(self):
+            if self._signature_columns is None:
+                self._signature_columns = ["prompt_ids", "chosen_ids", "rejected_ids", "chosen_mask",
+                                           "rejected_mask", "ref_chosen_logps", "ref_rejected_logps"]
+
+        def _save(self, output_dir=None, state_dict=None):
+            super()._save(output_dir, state_dict)
+            # PEFT saves every adapter, the frozen reference into <dir>/ref; a resume that found that folder
+            # would load only it (transformers loads adapter subfolders instead of the root adapter), and the
+            # reference is rebuilt from its source on every start anyway
+            shutil.rmtree(Path(output_dir or self.args.output_dir) / REF_ADAPTER, ignore_errors=True)
+
+    return SandDPOTrainer
 
 
 class DpoTrainer(PreferenceTrainer):
-    name = "trl_dpo"
-    description = "DPO (TRL DPOTrainer) on preference pairs, LoRA or full, optional SFT term on the chosen side"
+    """DPO with TRL on preference pairs; LoRA by default (reference without a second model copy), or full."""
 
-    @dataclass
-    class Params:
-        lora: bool = True
+    name: ClassVar[str] = "trl_dpo"
+    Params: ClassVar[type] = Params
+    description: ClassVar[str] = ("DPO (TRL DPOTrainer) on preference pairs, loss on assistant replies only, "
+                                  "LoRA or full, optional SFT term on the chosen side")
+
+    def __init__(self, params: Any = None):
+        super().__init__(params)
+        self.extra_callbacks: list[Any] = []
+        """``transformers.TrainerCallback`` objects added to every run (tests, progress bars)."""
+        self.reference: str = ""
+        """How the last :meth:`build` held the reference model (recorded in the training summary)."""
+        self.merge_at_end = False
+
+    @classmethod
+    def weights_kind(cls, params: Params) -> str:
+        """What :meth:`train` writes: ``adapter`` (LoRA on the base model) or ``full``."""
+        return "adapter" if params.lora else "full"
+
+    # ------------------------------------------------------------------ setup
+
+    def _device(self) -> tuple[bool, Any, bool]:
+        """(use_cuda, weights dtype, bf16 autocast)."""
+        import torch
+
+        cuda = torch.cuda.is_available()
+        p = self.params
+        if p.dtype == "auto":
+            if not cuda:
+                return False, torch.float32, False
+            bf16_ok = torch.cuda.is_bf16_supported()
+            return True, (torch.bfloat16 if (p.lora and bf16_ok) else torch.float32), bf16_ok
+        dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[p.dtype]
+        return cuda, dtype, cuda and dtype == torch.bfloat16
+
+    @staticmethod
+    def _load_full(weights: str | None, base_model: str, dtype):
+        """``weights`` as one plain model: the base, base + adapter merged, or a full model folder."""
+        from transformers import AutoModelForCausalLM
+
+        if is_adapter(weights):
+            from peft import PeftModel
+
+            base = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+            return PeftModel.from_pretrained(base, weights).merge_and_unload()
+        return AutoModelForCausalLM.from_pretrained(weights or base_model, dtype=dtype)
+
+    def _load_models(self, request: TrainRequest, dtype) -> tuple[Any, Any, Any, str | None]:
+        """(policy model, explicit ref_model or None, peft_config or None, reference adapter to load or None)."""
+        from transformers import AutoModelForCausalLM
+
+        init, ref = request.init_weights, request.reference_weights
+        for what, path in (("init_weights", init), ("reference_weights", ref)):
+            if path and not Path(path).exists():
+                raise FileNotFoundError(f"trl_dpo: {what} {path!r} does not exist")
+        same = _same_weights(init, ref)
+        self.merge_at_end = False
+        if not self.params.lora:
+            model = self._load_full(init, request.base_model, dtype)
+            self.reference = f"ref_model loaded from {ref or 'the base model'} (full fine-tune)"
+            return model, self._load_full(ref, request.base_model, dtype), None, None
+        if is_adapter(init):
+            from peft import PeftModel
+
+            base = AutoModelForCausalLM.from_pretrained(request.base_model, dtype=dtype)
+            model = PeftModel.from_pretrained(base, init, is_trainable=True)
+            if same:
+                self.reference = "frozen copy of the init adapter (adapter 'ref')"
+                return model, None, None, None
+            if ref is None:
+                self.reference = "the base model (adapters disabled)"
+                return model, None, None, None
+            if is_adapter(ref):
+                self.reference = f"adapter 'ref' loaded from {ref}"
+                return model, None, None, ref
+            self.reference = f"ref_model loaded from {ref} (a full model)"
+            return model, self._load_full(ref, request.base_model, dtype), None, None
+        # a fresh adapter: on the base model, or on a full init model (merged into it at the end)
+        model = AutoModelForCausalLM.from_pretrained(init or request.base_model, dtype=dtype)
+        config = self._peft_config()
+        if init:  # the adapter is relative to the init model, not to the base: final/ is the merged model
+            self.merge_at_end = True
+            if same:
+                self.reference = "the init model (adapters disabled)"
+                return model, None, config, None
+            self.reference = f"ref_model loaded from {ref or 'the base model'}"
+            return model, self._load_full(ref, request.base_model, dtype), config, None
+        if ref is None:
+            self.reference = "the base model (adapters disabled)"
+            return model, None, config, None
+        if is_adapter(ref):
+            self.reference = f"adapter 'ref' loaded from {ref}"
+            return model, None, config, ref
+        self.reference = f"ref_model loaded from {ref} (a full model)"
+        return model, self._load_full(ref, request.base_model, dtype), config, None
+
+    def _peft_config(self):
+        from peft import LoraConfig
+
+        tm = self.params.target_modules
+        targets: Any = tm if tm == "all-linear" else [t.strip() for t in tm.split(",") if t.strip()]
+        return LoraConfig(r=self.params.lora_r, lora_alpha=self.params.lora_alpha,
+                          lora_dropout=self.params.lora_dropout, target_modules=targets, bias="none",
+                          task_type="CAUSAL_LM")
+
+    def build(self, request: TrainRequest):
+        """The configured TRL DPO trainer for ``request`` (not yet trained)."""
+        import torch
+        from transformers import set_seed
+        from trl import DPOConfig
+
+        p = self.params
+        if not request.pairs:
+            raise ValueError("trl_dpo: no preference pairs to train on")
+        out = Path(request.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(cpu_threads(p.threads))
+        set_seed(request.seed)
+
+        use_cuda, dtype, bf16 = self._device()
+        fmt_src = request.init_weights if has_tokenizer(request.init_weights) else request.base_model
+        self.chat_format = ChatFormat.from_pretrained(fmt_src)
+        tokenizer = self.chat_format.tokenizer
+        if tokenizer.pad_token is None:  # padded positions are outside every mask
+            tokenizer.pad_token = tokenizer.eos_token
+        dataset, self.examples = build_dataset(request.pairs, self.chat_format, p.max_length, p.max_prompt_length)
+        if self.examples.truncated:
+            log.warning("trl_dpo: %d of %d pairs are longer than max_length=%d / max_prompt_length=%d tokens and "
+                        "were cut (%d left without a trained token on a side were dropped). Raise "
+                        "preference_trainer.max_length to keep them.", self.examples.truncated, len(request.pairs),
+                        p.max_length, p.max_prompt_length, self.examples.dropped)
+        self.beta = per_iteration(p.beta, request.iteration)
+        self.learning_rate = per_iteration(p.learning_rate, request.iteration)
+
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
+        total = _optimizer_steps(len(dataset), p.per_device_batch_size, world, accum, float(request.epochs),
+                                 p.max_steps)
+        callbacks = [*self.extra_callbacks, RichProgress(f"dpo {out.name}")]
+        trackers = parse_trackers(p.report_to)
+        if "tensorboard" in trackers:
+            from torch.utils.tensorboard import SummaryWriter
+            from transformers.integrations import TensorBoardCallback
+
+            callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "logs"))))
+        others = [t for t in trackers if t != "tensorboard"]
+        losses = [p.loss_type] + (["sft"] if p.sft_weight > 0 else [])
+        config = DPOConfig(
+            output_dir=str(out / "checkpoints"),
+            num_train_epochs=float(request.epochs),
+            max_steps=p.max_steps,
+            per_device_train_batch_size=p.per_device_batch_size,
+            gradient_accumulation_steps=accum,
+            learning_rate=self.learning_rate,
+            lr_scheduler_type=p.lr_scheduler_type,
+            warmup_steps=_warmup_steps(float(p.warmup_ratio), total),
+            weight_decay=p.weight_decay,
+            beta=self.beta,
+            loss_type=losses,
+            loss_weights=[1.0, float(p.sft_weight)] if p.sft_weight > 0 else None,
+            label_smoothing=p.label_smoothing,
+            max_length=None,  # dpo_data already cut every row to max_length
+            disable_dropout=p.disable_dropout,
+            save_strategy="steps",
+            save_steps=p.save_steps,
+            save_total_limit=p.save_total_limit,
+            logging_steps=p.logging_steps,
+            logging_first_step=True,
+            report_to=others or "none",
+            run_name=f"{out.parent.parent.name}/{out.name}",
+            seed=request.seed,
+            data_seed=request.seed,
+            bf16=bf16,
+            fp16=False,
+            use_cpu=not use_cuda,
+            gradient_checkpointing=bool(p.gradient_checkpointing),
+            dataloader_num_workers=0,
+            dataset_num_proc=None,
+            disable_tqdm=True,
+        )
+        _ = config.device  # arguments before weights: accelerate's state (and process group) exist for the load
+        model, ref_model, peft_config, ref_adapter = self._load_models(request, dtype)
+        model.config.use_cache = False
+        trainer = _sand_dpo_trainer_class()(
+            model=model,
+            ref_model=ref_model,
+            args=config,
+            data_collator=MaskedPreferenceCollator(pad_token_id=tokenizer.pad_token_id),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
+        self._place_reference(trainer, ref_adapter, request)
+        return trainer
+
+    def _place_reference(self, trainer, ref_adapter: str | None, request: TrainRequest) -> None:
+        """Make the PEFT model's ``ref`` adapter what :meth:`_load_models` decided (TRL copies the init adapter
+        into ``ref`` whenever it is handed a PEFT model and no ref_model)."""
+        from accelerate.utils import is_peft_model
+
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if not is_peft_model(model) or trainer.ref_model is not None:
+            return
+        has_ref = REF_ADAPTER in model.peft_config
+        keep_copy = is_adapter(request.init_weights) and _same_weights(request.init_weights,
+                                                                       request.reference_weights)
+        if has_ref and not keep_copy:
+            model.delete_adapter(REF_ADAPTER)
+        if ref_adapter is not None:
+            model.load_adapter(ref_adapter, adapter_name=REF_ADAPTER, is_trainable=False)
+        model.set_adapter("default")
+        for name, param in model.named_parameters():  # only the policy's adapter learns
+            if f".{REF_ADAPTER}." in name:
+                param.requires_grad_(False)
+
+    # ------------------------------------------------------------------ train
 
     def train(self, request: TrainRequest) -> str:
-        raise NotImplementedError("trl_dpo is not written yet")
+        final = Path(request.output_dir) / "final"
+        if final.is_dir():
+            return str(final)
+        if self.params.launch.num_processes > 1:
+            from sand_builtins.trainers import dpo_launch
+
+            dpo_launch.launch(request, self.params)
+            return str(final)
+        return self.train_in_process(request)
+
+    def train_in_process(self, request: TrainRequest) -> str:
+        """Train in this process: alone, or as one rank of ``accelerate launch`` (every rank runs this)."""
+        import torch
+
+        out = Path(request.output_dir)
+        final = out / "final"
+        prev_threads = torch.get_num_threads()
+        start = time.time()
+        trainer = None
+        try:
+            trainer = self.build(request)
+            resume = latest_checkpoint(out / "checkpoints")
+            if resume:
+                log.info("trl_dpo: resuming from %s", resume)
+            result = trainer.train(resume_from_checkpoint=resume)
+            tmp = out / "final.tmp"
+            if trainer.is_world_process_zero() and tmp.exists():
+                shutil.rmtree(tmp)
+            trainer.accelerator.wait_for_everyone()
+            if self.merge_at_end:  # an adapter on a full init model: the next agent is the merged model
+                if trainer.is_world_process_zero():
+                    merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+                    merged.save_pretrained(str(tmp))
+            else:
+                trainer.save_model(str(tmp))  # a collective under FSDP / ZeRO-3; the main process writes
+            trainer.accelerator.wait_for_everyone()
+            if trainer.is_world_process_zero():
+                shutil.rmtree(tmp / REF_ADAPTER, ignore_errors=True)
+                self.chat_format.save(tmp)
+                os.replace(tmp, final)
+                self._write_summary(out, trainer, result, time.time() - start, resume, request)
+                if not self.params.keep_checkpoints:
+                    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+            trainer.accelerator.wait_for_everyone()
+        finally:
+            torch.set_num_threads(prev_threads)
+            trainer = None
+            release_memory()
+        return str(final)
+
+    def _write_summary(self, out: Path, trainer, result, wall: float, resumed: str | None,
+                       request: TrainRequest) -> None:
+        history = trainer.state.log_history
+
+        def series(key: str) -> list[float]:
+            return [h[key] for h in history if key in h]
+
+        losses = series("loss")
+        accuracies, margins = series("rewards/accuracies"), series("rewards/margins")
+        model = trainer.model
+        summary = {
+            "steps": trainer.state.global_step,
+            "epochs": trainer.state.epoch,
+            "train_loss_first": losses[0] if losses else None,
+            "train_loss_last": losses[-1] if losses else None,
+            "train_loss_mean": getattr(result, "training_loss", None),
+            "losses": losses,
+            "reward_accuracy_first": accuracies[0] if accuracies else None,
+            "reward_accuracy_last": accuracies[-1] if accuracies else None,
+            "reward_margin_first": margins[0] if margins else None,
+            "reward_margin_last": margins[-1] if margins else None,
+            "reward_margins": margins,
+            "wall_seconds": round(wall, 2),
+            "pairs": len(request.pairs),
+            "examples": len(trainer.train_dataset),
+            "iteration": request.iteration,
+            "beta": self.beta,
+            "learning_rate": self.learning_rate,
+            "loss_type": self.params.loss_type,
+            "sft_weight": self.params.sft_weight,
+            "reference": self.reference,
+            "reference_weights": request.reference_weights,
+            "init_weights": request.init_weights,
+            "output": "full (adapter merged into the init model)" if self.merge_at_end else
+                      self.weights_kind(self.params),
+            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "total_params": sum(p.numel() for p in model.parameters()),
+            "lora": self.params.lora,
+            "chat_format": dataclasses.asdict(self.chat_format.info),
+            "truncated_pairs": self.examples.truncated,
+            "dropped_pairs": self.examples.dropped,
+            "resumed_from": resumed,
+        }
+        tmp = out / "training_summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, out / "training_summary.json")
 
 
 @hookimpl
