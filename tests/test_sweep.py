@@ -380,6 +380,65 @@ def test_results_md_answers_each_question_and_the_figure_has_every_seed(finished
         assert len(points[f"{r['split']}:{r['label']}"]) == len(r["seeds"]) == r["stats"]["success_rate"]["n"]
 
 
+def _with_stages(run: Path, stages: dict[str, dict], **metrics_keys) -> None:
+    """Add finished stages (their state.json results) and metrics.json keys to a fake run."""
+    state = json.loads((run / "state.json").read_text())
+    state["done"].update(stages)
+    (run / "state.json").write_text(json.dumps(state))
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics.update(metrics_keys)
+    (run / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_the_cost_table_sums_the_stages_each_row_comes_from_and_marks_an_oracle_row(tmp_path):
+    """Per row: inference tokens per task, and env steps, tokens and seconds of the training data and training of
+    every stage its weights come from, adopted ones included; a Best-of-N row with the oracle scorer is marked
+    UPPER BOUND even when its label does not say so."""
+    from sand_framework.sweep import collect, load_sweep, write_results
+
+    arms = [{"name": "sand", "recipe": "smoke", "report": {"sft": "SFT", "final": "SAND"}},
+            {"name": "control", "recipe": "smoke", "reuse": "sand", "report": {"final": "SFT control"}},
+            {"name": "bon", "recipe": "smoke", "reuse": "sand", "report": {"sft": "Best-of-5"}}]
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "costs", "output_dir": str(tmp_path / "out"), "seeds": [0, 1],
+                                    "arms": arms}))
+    out = tmp_path / "out"
+    sft = {"weights": "w0", "seconds": 100.0, "trajectories": 12}
+    for seed in (0, 1):
+        synth = {"method": "sand", "env_steps": 50 + 10 * seed, "backend_completion_tokens": 1000,
+                 "backend_prompt_tokens": 5000, "seconds": 30.0, "trajectories": 12}
+        run = fake_run(out, "sand", seed, {"sft": {"unseen": SFT_WINS}, "final": {"unseen": SAND_WINS}})
+        _with_stages(run, {"train/iter0": sft, "synth/iter1": synth, "train/iter1": {"seconds": 20.0}},
+                     synthesis={"iter1": synth}, weights={"base": None, "iter0": "w0", "sft": "w0", "iter1": "w1",
+                                                          "final": "w1"})
+        control = {"method": "sand", "env_steps": 0, "backend_completion_tokens": 0, "seconds": 1.0}
+        run = fake_run(out, "control", seed, {"final": {"unseen": CONTROL_WINS}})
+        _with_stages(run, {"train/iter0": {**sft, "reused_from": "x"}, "synth/iter1": control,
+                           "train/iter1": {"seconds": 22.0}}, synthesis={"iter1": control})
+        run = fake_run(out, "bon", seed, {"sft": {"unseen": CONTROL_WINS}})
+        metrics = json.loads((run / "metrics.json").read_text())
+        metrics["eval"]["sft"]["unseen"].update(oracle=True, scorer="oracle", prompt_tokens_per_task=50.0)
+        (run / "metrics.json").write_text(json.dumps(metrics))
+        _with_stages(run, {"train/iter0": {**sft, "reused_from": "x"}})
+    data = collect(load_sweep(path), out)
+    costs = {c["label"]: {k: v.mean for k, v in c["stats"].items()} for c in data["costs"]}
+    assert costs["SFT"] == {"data_env_steps": 0, "data_generated_tokens": 0, "data_prompt_tokens": 0,
+                            "data_seconds": 0, "train_seconds": 100, "eval_prompt_tokens/unseen": 10,
+                            "eval_completion_tokens/unseen": 2}
+    assert costs["SAND"]["data_env_steps"] == 55 and costs["SAND"]["data_generated_tokens"] == 1000
+    assert costs["SAND"]["data_seconds"] == 30 and costs["SAND"]["train_seconds"] == 120
+    assert costs["SFT control"]["train_seconds"] == 122 and costs["SFT control"]["data_env_steps"] == 0
+    oracle = "Best-of-5 [oracle scorer: UPPER BOUND]"
+    assert costs[oracle]["eval_prompt_tokens/unseen"] == 50 and costs[oracle]["train_seconds"] == 100
+    assert oracle in {r["label"] for r in data["rows"]}
+    md = write_results(load_sweep(path), out).read_text()
+    assert "## Cost of each row" in md and "| SAND | 2 | 10 ± 0 + 2 ± 0 | 55 ± 7 | 1000 ± 0 | 5000 ± 0 | 30 ± 0 | 120 ± 0 |" in md
+    results = json.loads((out / "results.json").read_text())
+    assert {c["label"] for c in results["costs"]} == set(costs)
+    sand_row = next(c for c in results["costs"] if c["label"] == "SAND")
+    assert sand_row["stats"]["data_env_steps"]["values"] == [50.0, 60.0] and sand_row["seeds"] == [0, 1]
+
+
 def test_each_split_panel_of_the_figure_shows_only_the_rows_evaluated_on_it():
     """An experiment whose arms evaluate different splits drew every row's slot in every panel, empty where the
     row has no value (miniature2-retrain's figure was mostly empty slots)."""
@@ -399,7 +458,7 @@ def test_sweep_compare_and_table_only_on_the_command_line(finished_sweep):
     assert "### Does SAND beat step-matched SFT?" in proc.stdout and "sign-test p" in proc.stdout
     assert not (out / "results.md").exists()  # --compare writes nothing
     proc = sand("sweep", str(path), "--table-only")
-    assert "## Paired comparisons" in proc.stdout
+    assert "## Paired comparisons" in proc.stdout and "## Cost of each row" in proc.stdout
     assert (out / "results.md").is_file() and (out / "success_by_arm.png").is_file()
 
 

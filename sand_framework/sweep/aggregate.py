@@ -27,6 +27,12 @@ EVAL_FIELDS = ("avg_reward", "success_rate", "deliberation_rate_step", "invalid_
                "total_tokens_per_task", "avg_steps")
 FIGURE = "success_by_arm.png"
 """The sweep's figure, next to results.md: every row's success per seed, mean and interval."""
+COST_FIELDS = ("data_env_steps", "data_generated_tokens", "data_prompt_tokens", "data_seconds", "train_seconds")
+"""What a row's model cost to make, summed over the stages it comes from (adopted ones included): environment
+steps, generated and prompt tokens and wall seconds of building its iterations' training data, and the wall
+seconds of its training stages (behavior initialization included)."""
+ORACLE_LABEL = " [oracle scorer: UPPER BOUND]"
+"""Appended to a row whose evaluation kept samples by the environment's reward (``best_of_n``, scorer oracle)."""
 SYNTH_FIELDS = ("seconds", "steps", "deliberated", "candidates", "rollouts", "rollout_steps", "fallbacks",
                 "backend_calls", "backend_prompt_tokens", "backend_completion_tokens")
 
@@ -58,10 +64,12 @@ class Stat:
 
 def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
     """Per (arm, model, split): stats over seeds and a 95% interval over games; per (arm, iteration): synthesis
-    cost; the answers to the declared comparisons; plus what is missing."""
+    cost; per (arm, model): what the row cost (:func:`row_cost`); the answers to the declared comparisons; plus
+    what is missing."""
     games = GameOutcomes(spec, out)
     rows: list[dict[str, Any]] = []
     synth: list[dict[str, Any]] = []
+    costs: list[dict[str, Any]] = []
     missing: list[str] = []
     splits = list(spec.splits or [])
     for arm in spec.arms:
@@ -82,9 +90,13 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
                 stats = {f: Stat([float(r[split][f]) for r in found.values() if f in r[split]],
                                  [s for s, r in found.items() if f in r[split]]) for f in EVAL_FIELDS}
                 n_games, interval = success_interval(games.get(arm.name, model, split), sorted(found))
-                rows.append({"arm": arm.name, "model": model, "label": label or arm.name, "split": split,
+                shown = label or arm.name
+                if any(r[split].get("oracle") for r in found.values()) and "UPPER BOUND" not in shown.upper():
+                    shown += ORACLE_LABEL
+                rows.append({"arm": arm.name, "model": model, "label": shown, "split": split,
                              "seeds": sorted(found), "stats": stats, "games": n_games,
                              "success_ci95": list(interval) if interval else None})
+            costs.append(row_cost(arm.name, model, label or arm.name, metrics, out))
         walls = [wall_seconds(run_dir_of(out, arm.name, s)) for s in metrics]
         iterations = sorted({int(k[4:]) for m in metrics.values() for k in m.get("synthesis", {})})
         for k in iterations:
@@ -95,8 +107,87 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
                 stats = {f: Stat([float(r.get(f, 0)) for r in runs.values()]) for f in SYNTH_FIELDS}
                 stats["wall_seconds"] = Stat([w for w in walls if w is not None])
                 synth.append({"arm": arm.name, "iteration": k, "seeds": sorted(runs), "stats": stats})
-    return {"name": spec.name, "splits": splits, "rows": rows, "synthesis": synth, "missing": missing,
-            "alpha": spec.alpha, "comparisons": compare(spec, out, splits, games)}
+    for c in costs:  # a row's label as the results table shows it (the oracle mark included)
+        c["label"] = next((r["label"] for r in rows if (r["arm"], r["model"]) == (c["arm"], c["model"])), c["label"])
+    costs = [c for c in costs if c["seeds"]]
+    return {"name": spec.name, "splits": splits, "rows": rows, "synthesis": synth, "costs": costs,
+            "missing": missing, "alpha": spec.alpha, "comparisons": compare(spec, out, splits, games)}
+
+
+def model_iteration(model: str, metrics: dict[str, Any]) -> int | None:
+    """The last iteration a model's weights come from (0: behavior initialization); None for the base model."""
+    if model == "base":
+        return None
+    if model in ("sft", "iter0"):
+        return 0
+    if model.startswith("iter") and model[4:].isdigit():
+        return int(model[4:])
+    done = [int(k[4:]) for k in metrics.get("weights", {}) if k.startswith("iter") and k[4:].isdigit()]
+    done += [int(k[4:]) for k in metrics.get("synthesis", {})]
+    return max(done, default=0)
+
+
+def run_cost(run_dir: Path, metrics: dict[str, Any], model: str) -> dict[str, float]:
+    """What one run's ``model`` cost to make (:data:`COST_FIELDS`), from its ``state.json`` stage results."""
+    done = (read_json(run_dir / RunLayout.STATE, {}) or {}).get("done", {})
+    last = model_iteration(model, metrics)
+    cost = dict.fromkeys(COST_FIELDS, 0.0)
+    if last is None:
+        return cost
+    for k in range(last + 1):
+        train = done.get(RunLayout.train_stage(k)) or {}
+        cost["train_seconds"] += float(train.get("seconds", 0) or 0)
+        if k == 0:
+            continue
+        synth = done.get(RunLayout.synth_stage(k)) or metrics.get("synthesis", {}).get(f"iter{k}") or {}
+        cost["data_env_steps"] += float(synth.get("env_steps", 0) or 0)
+        cost["data_generated_tokens"] += float(synth.get("backend_completion_tokens", 0) or 0)
+        cost["data_prompt_tokens"] += float(synth.get("backend_prompt_tokens", 0) or 0)
+        cost["data_seconds"] += float(synth.get("seconds", 0) or 0)
+    return cost
+
+
+def row_cost(arm: str, model: str, label: str, metrics: dict[int, dict[str, Any]], out: Path) -> dict[str, Any]:
+    """One row of the cost table: per seed that evaluated ``model``, its inference tokens per task on each split
+    and what making it cost (:func:`run_cost`); stages adopted from another arm count here too, since the
+    model needed them (the synthesis-cost table counts each stage once, in the arm that computed it)."""
+    seeds = sorted(s for s, m in metrics.items() if model in m.get("eval", {}))
+    per_seed = {s: run_cost(run_dir_of(out, arm, s), metrics[s], model) for s in seeds}
+    stats = {f: Stat([per_seed[s][f] for s in seeds], seeds) for f in COST_FIELDS}
+    for s in seeds:
+        for split, m in metrics[s]["eval"][model].items():
+            for which in ("prompt", "completion"):
+                key = f"{which}_tokens_per_task"
+                if key in m:
+                    stats.setdefault(f"eval_{which}_tokens/{split}", Stat()).values.append(float(m[key]))
+                    stats[f"eval_{which}_tokens/{split}"].seeds.append(s)
+    return {"arm": arm, "model": model, "label": label, "seeds": seeds, "stats": stats}
+
+
+def cost_markdown(data: dict[str, Any]) -> str:
+    """The cost table: inference tokens per task per split, and what building each row's training data and
+    training it cost (means over seeds)."""
+    costs = data.get("costs") or []
+    if not costs:
+        return ""
+    splits = [s for s in data["splits"] if any(f"eval_prompt_tokens/{s}" in c["stats"] for c in costs)]
+    header = ["row", "seeds", *[f"inference tokens / task, {s} (prompt + generated)" for s in splits],
+              "env steps (training data)", "generated tokens (training data)", "prompt tokens (training data)",
+              "data building s", "training s"]
+    body = []
+    for c in costs:
+        st = c["stats"]
+        tokens = [f"{st[f'eval_prompt_tokens/{s}'].show(0)} + {st[f'eval_completion_tokens/{s}'].show(0)}"
+                  if f"eval_prompt_tokens/{s}" in st else "–" for s in splits]
+        body.append([c["label"], len(c["seeds"]), *tokens, st["data_env_steps"].show(0),
+                     st["data_generated_tokens"].show(0), st["data_prompt_tokens"].show(0),
+                     st["data_seconds"].show(0), st["train_seconds"].show(0)])
+    return ("## Cost of each row (per run, mean ± std over seeds)\n\n"
+            "Inference: tokens per evaluated task (a Best-of-N row counts all N samples and its judge). Training "
+            "data: what building the iterations its weights come from cost (stages adopted from another arm "
+            "included, so each row is the full cost of its model; behavior initialization's expert data is the "
+            "environment's and costs no model call). Training s: every training stage up to it, the SFT start "
+            "included.\n\n" + markdown_table(header, body) + "\n")
 
 
 def results_markdown(data: dict[str, Any]) -> str:
@@ -122,6 +213,8 @@ def results_markdown(data: dict[str, Any]) -> str:
               f"{s['stats']['backend_prompt_tokens'].show(0)} + {s['stats']['backend_completion_tokens'].show(0)}",
               s["stats"]["fallbacks"].show(1)] for s in data["synthesis"]]))
         parts.append("")
+    if data.get("costs"):
+        parts.append(cost_markdown(data))
     if data.get("figure"):
         parts.append(f"![success per seed]({data['figure']})\n")
         parts.append("Every row of the tables above: success % of each seed (dots, labelled s<k>), the mean over "
@@ -155,6 +248,7 @@ def write_results(spec: SweepSpec, out: Path) -> Path:
              "rows": [{**r, "stats": {k: v.to_dict() for k, v in r["stats"].items()}} for r in data["rows"]],
              "synthesis": [{**s, "stats": {k: v.to_dict() for k, v in s["stats"].items()}}
                            for s in data["synthesis"]],
+             "costs": [{**c, "stats": {k: v.to_dict() for k, v in c["stats"].items()}} for c in data["costs"]],
              "comparisons": [c.to_dict() for c in data["comparisons"]]}
     atomic_write_json(out / "results.json", plain)
     atomic_write_text(out / "results.md", results_markdown(data))
