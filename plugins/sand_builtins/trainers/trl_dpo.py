@@ -275,7 +275,7 @@ class DpoTrainer(PreferenceTrainer):
         same = _same_weights(init, ref)
         self.merge_at_end = False
         if not self.params.lora:
-            model = self._load_full(init, request.base_model, dtype)
+            model = self._load_full(init, request.base_model, dtype).requires_grad_(True)  # peft froze a merge
             self.reference = f"ref_model loaded from {ref or 'the base model'} (full fine-tune)"
             return model, self._load_full(ref, request.base_model, dtype), None, None
         if is_adapter(init):
