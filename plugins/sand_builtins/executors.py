@@ -56,6 +56,12 @@ class InProcessExecutor(Executor):
         """The env-worker pool for ``env``; subclasses put the environments elsewhere."""
         return EnvPool(env)
 
+    def pool(self, env: Environment) -> EnvPool:
+        """The warm pool of ``env``'s instances this executor steps (made on first use). Components that play
+        episodes of their own (a method's explorations) share it: the environments live where this executor
+        keeps them (worker processes, Ray actors) and their steps count in :attr:`stats`."""
+        return self._pool(env)
+
     def _pool(self, env: Environment) -> EnvPool:
         if id(env) not in self._pools:
             self._pools[id(env)] = self.make_pool(env)

@@ -1,7 +1,8 @@
 """The public rollout layer: agent episodes in lock-step and the pools that hold environments warm.
 
-Plugins (executors, evaluators) import from here. Each module has one job:
+Plugins (executors, evaluators, methods) import from here. Each module has one job:
 :mod:`.episodes` (episodes advanced with one batched model call per step),
+:mod:`.explore` (whole agent episodes from a reset or a replayed prefix: what exploring methods play),
 :mod:`.pool` (the pool interface and the local pool), :mod:`.worker` (a
 worker's environments, rebuilt from a spec), :mod:`.remote` (the driver side
 of a pool in workers), :mod:`.processes` (workers as local processes) and
@@ -10,11 +11,12 @@ of a pool in workers), :mod:`.processes` (workers as local processes) and
 
 from sand_framework.rollout.episodes import INVALID_FEEDBACK, Episode, act_all, replay_outcome, run_lockstep
 from sand_framework.rollout.pool import EnvPool, Handle, ReplayItem
+from sand_framework.rollout.explore import ExploreRequest, Exploration, PoolSource, derive_seed, explore, replayable
 from sand_framework.rollout.processes import ProcessEnvPool
 from sand_framework.rollout.raypool import RayEnvPool
 from sand_framework.rollout.remote import RemotePool
 from sand_framework.rollout.worker import EnvHost, build_env, env_blob
 
-__all__ = ["INVALID_FEEDBACK", "EnvHost", "EnvPool", "Episode", "Handle", "ProcessEnvPool", "RayEnvPool",
-           "RemotePool", "ReplayItem", "act_all", "build_env", "env_blob",
-           "replay_outcome", "run_lockstep"]
+__all__ = ["INVALID_FEEDBACK", "EnvHost", "EnvPool", "Episode", "ExploreRequest", "Exploration", "Handle",
+           "PoolSource", "ProcessEnvPool", "RayEnvPool", "RemotePool", "ReplayItem", "act_all", "build_env",
+           "derive_seed", "env_blob", "explore", "replay_outcome", "replayable", "run_lockstep"]

@@ -1,0 +1,224 @@
+"""IPR: iterative step-level process refinement (Xiong et al., 2024; ``WeiminXiong/IPR``) as a method.
+
+For an expert trajectory of ``n`` steps and a step ``j`` (``generate_response.py``'s ``iteration``): replay
+the expert's first ``j`` actions, let the current agent (greedy) take step ``j`` and finish the episode.
+The *step reward* of a step is the mean final reward of ``mc_samples`` rollouts at temperature
+``mc_temperature`` by the behavior-initialization SFT model from the state right after it
+(``monte_carlo_sample_*.py``); it is estimated for the agent's step ``j`` and for the expert's step ``j``
+(a step that ends the episode is worth its own final reward). A *local* pair (``j >= 1``) has the expert
+prefix ``steps[:j]`` as prompt and the two continuations (the expert's remaining steps, the agent's) as
+sides; it is kept when the final-reward gap exceeds ``outcome_threshold`` and the step-reward gap exceeds
+``step_threshold`` in the same direction, the better one chosen (``construct_preference_monte_carlo_*.py``,
+entire-trajectory variant, as ``run_pipeline.sh`` runs it). ``j = 0`` is the agent's episode from the reset:
+with ``global_pairs`` it is paired with the whole expert trajectory when the final rewards differ by more
+than ``outcome_threshold`` (``--global_traj``). Training: DPO (+ SFT term, the trainer's setting) against
+the fixed SFT model (``reference="sft"``).
+
+Cost per expert trajectory, with ``m`` examined steps (``steps_per_trajectory``, at most ``n - 1``):
+``1 + m`` greedy agent episodes and up to ``2 * m * mc_samples`` Monte Carlo episodes of the SFT model,
+each up to the environment's step cap. IPR's own setting (every step, 5 samples) on ALFWorld (``n`` about
+10) is about 100 episodes per trajectory; the default here (2 steps) is 23, which a CPU miniature affords.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge
+
+from sand_framework import hookimpl
+from sand_framework.components import IterationData, Method, MethodTools
+from sand_framework.rollout import ExploreRequest, Exploration, explore
+from sand_framework.types import PreferencePair, SamplingParams, Step, Trajectory
+
+from sand_builtins.methods.common import expert_reward, expert_reward_rule, pools, task_seed
+
+
+def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
+    """The expert steps ``j`` (1 .. n-1) whose local pairs are built: all of them, or ``cap`` of them drawn
+    with ``seed`` (sorted)."""
+    steps = list(range(1, n))
+    if cap is None or cap >= len(steps):
+        return steps
+    return sorted(random.Random(seed).sample(steps, cap))
+
+
+class IprMethod(Method):
+    """Step-level preference pairs from Monte Carlo step rewards along the expert's trajectories (DPO)."""
+
+    name = "ipr"
+    description = ("at expert steps j the agent takes over; Monte Carlo step rewards (SFT model) pick local "
+                   "pairs of continuations, plus whole-trajectory pairs (DPO against the SFT model)")
+    produces = "preference"
+    uses = ("executor",)
+    """Only for its environment pool and ``max_parallel``."""
+
+    @dataclass
+    class Params:
+        steps_per_trajectory: Annotated[int, Ge(1)] | None = 2
+        """Expert steps j >= 1 examined per trajectory, drawn from the unit's seed (null: every step, as IPR
+        does; the cost grows with it, see the module notes)."""
+        mc_samples: Annotated[int, Ge(1)] = 5
+        """Monte Carlo rollouts per step reward (IPR: 5)."""
+        mc_temperature: Annotated[float, Ge(0.0)] = 1.0
+        """Sampling temperature of the Monte Carlo rollouts (IPR: 1.0)."""
+        temperature: Annotated[float, Ge(0.0)] = 0.0
+        """Decoding of the current agent taking over at step j (IPR: greedy)."""
+        max_new_tokens: Annotated[int, Ge(1)] = 96
+        """Token budget of each agent turn, in both kinds of episode (as the evaluator's)."""
+        outcome_threshold: Annotated[float, Ge(0.0)] = 0.01
+        """A pair needs the final rewards to differ by more than this (IPR's ``traj_threshold``; its
+        run_pipeline.sh: 0.01)."""
+        step_threshold: Annotated[float, Ge(0.0)] = 0.01
+        """A local pair needs the step rewards to differ by more than this, in the same direction (IPR's
+        ``step_threshold``; run_pipeline.sh: 0.01)."""
+        global_pairs: bool = True
+        """Also pair the agent's episode from the reset with the whole expert trajectory (IPR's
+        ``--global_traj``, on in run_pipeline.sh)."""
+        expert_reward: Literal["auto", "one", "stored"] = "auto"
+        """The expert trajectory's final reward: ``stored`` (IPR's ``gpt_reward``, the reward stored with it),
+        ``one`` (1.0); ``auto`` = ``stored`` for WebShop environments, ``one`` otherwise (the expert reaches the
+        goal), as ETO's method."""
+        max_rollout_steps: Annotated[int, Ge(1)] | None = None
+        """Cap on a Monte Carlo rollout's own steps after the estimated step (null: the environment's cap; a
+        cap makes every step reward an estimate of finishing within it)."""
+        cross_task_batching: bool = False
+        """Sample the Monte Carlo rollouts of all the batch's states in the same model calls (faster on a GPU);
+        by default each state's ``mc_samples`` rollouts are sampled together and apart from the others, so a
+        unit does not depend on which tasks share its batch."""
+
+    @classmethod
+    def agent_token_budget(cls, params):
+        return ("max_new_tokens", params.max_new_tokens)
+
+    def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
+        p = self.params
+        src = pools(tools)
+        pool, wave = src.pool(tools.env), src.max_parallel
+        rule = expert_reward_rule(p.expert_reward, tools.env.name)
+        plan = [(t, ([0] if p.global_pairs else []) + examined_steps(len(t.steps), p.steps_per_trajectory,
+                                                                     task_seed(seed, t, "ipr-steps")))
+                for t in trajectories]
+        # 1. The current agent takes over at each examined step j (greedy by default: one batch for all).
+        take = [(t, j) for t, js in plan for j in js]
+        agent = explore([ExploreRequest(t, prefix=j, seed=task_seed(seed, t, "ipr-agent", j)) for t, j in take],
+                        tools.env, tools.policy, SamplingParams(temperature=p.temperature,
+                                                                max_new_tokens=p.max_new_tokens),
+                        pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching)
+        taken = {(t.task_id, j): ex for (t, j), ex in zip(take, agent)}
+        # 2. Step rewards: Monte Carlo rollouts of the SFT model from the state after each side's step j.
+        states: list[tuple[str, int, str, Trajectory]] = []  # (task, j, side, steps to replay: prefix + step j)
+        for t, js in plan:
+            for j in js:
+                ex = taken[(t.task_id, j)]
+                if j == 0 or not ex.ok or not ex.agent_steps:
+                    continue
+                states.append((t.task_id, j, "agent", Trajectory(t.task_id, t.env, t.instruction, t.task,
+                                                                 steps=ex.trajectory.steps[:j + 1])))
+                states.append((t.task_id, j, "expert", t))
+        by_task = {t.task_id: t for t in trajectories}
+        mc_requests = []
+        for task_id, j, side, replay in states:
+            cap = None if p.max_rollout_steps is None else min(tools.env.max_steps(task_id),
+                                                                j + 1 + p.max_rollout_steps)
+            s = task_seed(seed, by_task[task_id], "ipr-mc", j, side)
+            mc_requests += [ExploreRequest(replay, prefix=j + 1, seed=s, max_steps=cap) for _ in range(p.mc_samples)]
+        mc: list[Exploration] = []
+        if mc_requests:
+            switch = tools.weights.get("sft") != tools.weights.get("agent")
+            if switch:
+                tools.policy.set_agent_weights(tools.weights.get("sft"))
+            try:
+                mc = explore(mc_requests, tools.env, tools.policy,
+                             SamplingParams(temperature=p.mc_temperature, max_new_tokens=p.max_new_tokens),
+                             pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching)
+            finally:
+                if switch:
+                    tools.policy.set_agent_weights(tools.weights.get("agent"))
+        step_reward: dict[tuple[str, int, str], dict[str, Any]] = {}
+        for n, (task_id, j, side, _) in enumerate(states):
+            runs = mc[n * p.mc_samples:(n + 1) * p.mc_samples]
+            good = [r for r in runs if r.ok]
+            step_reward[(task_id, j, side)] = {
+                "value": round(sum(r.trajectory.reward for r in good) / len(good), 6) if good else None,
+                "rewards": [r.trajectory.reward for r in runs], "errors": sum(not r.ok for r in runs),
+                "agent_steps": sum(len(r.agent_steps) for r in runs)}
+        # 3. Pairs.
+        units = []
+        for t, js in plan:
+            r_expert = expert_reward(t, rule)
+            records, pairs = [], []
+            for j in js:
+                ex = taken[(t.task_id, j)]
+                rec: dict[str, Any] = {"step": j, "agent_actions": [s.action for s in ex.agent_steps],
+                                       "agent_reward": ex.trajectory.reward, "expert_reward": r_expert,
+                                       "error": ex.error}
+                pair = None
+                if ex.ok and j == 0:
+                    pair = self._global_pair(t, ex, r_expert)
+                elif ex.ok and ex.agent_steps:
+                    sa, se = step_reward[(t.task_id, j, "agent")], step_reward[(t.task_id, j, "expert")]
+                    rec.update(agent_step_reward=sa["value"], expert_step_reward=se["value"],
+                               mc={"agent": sa, "expert": se})
+                    pair = self._local_pair(t, j, ex, r_expert, sa["value"], se["value"])
+                rec["pair"] = pair.meta["outcome"] if pair is not None else None
+                records.append(rec)
+                if pair is not None:
+                    pairs.append(pair.to_dict())
+            mc_runs = [step_reward[(t.task_id, j, side)] for j in js for side in ("agent", "expert")
+                       if (t.task_id, j, side) in step_reward]
+            units.append({
+                "task_id": t.task_id, "steps": records, "pairs": pairs,
+                "stats": {"examined_steps": sum(j > 0 for j in js), "explorations": len(js),
+                          "mc_rollouts": p.mc_samples * len(mc_runs),
+                          "mc_agent_steps": sum(r["agent_steps"] for r in mc_runs),
+                          "agent_steps": sum(len(taken[(t.task_id, j)].agent_steps) for j in js),
+                          "pairs": len(pairs), "global_pairs": sum(q["meta"]["kind"] == "global" for q in pairs),
+                          "local_pairs": sum(q["meta"]["kind"] == "local" for q in pairs),
+                          "replay_errors": sum(r["error"] is not None for r in records)
+                          + sum(r["errors"] for r in mc_runs)},
+            })
+        return units
+
+    def _global_pair(self, t: Trajectory, ex: Exploration, r_expert: float) -> PreferencePair | None:
+        gap, agent = ex.trajectory.reward - r_expert, list(ex.agent_steps)
+        prompt = Trajectory(t.task_id, t.env, t.instruction, t.task)
+        meta = {"method": "ipr", "kind": "global", "task_id": t.task_id, "step": 0}
+        if gap > self.params.outcome_threshold and agent and t.steps:
+            return PreferencePair(prompt, agent, list(t.steps), ex.trajectory.reward, r_expert,
+                                  meta={**meta, "outcome": "agent_better"})
+        if -gap > self.params.outcome_threshold and agent and t.steps:
+            return PreferencePair(prompt, list(t.steps), agent, r_expert, ex.trajectory.reward,
+                                  meta={**meta, "outcome": "expert_better"})
+        return None
+
+    def _local_pair(self, t: Trajectory, j: int, ex: Exploration, r_expert: float, s_agent: float | None,
+                    s_expert: float | None) -> PreferencePair | None:
+        if s_agent is None or s_expert is None:
+            return None
+        p = self.params
+        prompt = Trajectory(t.task_id, t.env, t.instruction, t.task, steps=[Step.from_dict(s.to_dict())
+                                                                              for s in t.steps[:j]])
+        agent, expert = list(ex.agent_steps), list(t.steps[j:])
+        meta = {"method": "ipr", "kind": "local", "task_id": t.task_id, "step": j,
+                "agent_step_reward": s_agent, "expert_step_reward": s_expert}
+        r_agent = ex.trajectory.reward
+        if not (agent and expert):
+            return None
+        if r_agent - r_expert > p.outcome_threshold and s_agent - s_expert > p.step_threshold:
+            return PreferencePair(prompt, agent, expert, r_agent, r_expert, meta={**meta, "outcome": "agent_better"})
+        if r_expert - r_agent > p.outcome_threshold and s_expert - s_agent > p.step_threshold:
+            return PreferencePair(prompt, expert, agent, r_expert, r_agent, meta={**meta, "outcome": "expert_better"})
+        return None
+
+    def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:
+        """Every unit's pairs, in task and step order; the reference is the fixed SFT model."""
+        pairs = [PreferencePair.from_dict(d) for u in units for d in u["pairs"]]
+        return IterationData(next_expert=list(trajectories), pairs=pairs, reference="sft")
+
+
+@hookimpl
+def sand_register_methods(register):
+    register(IprMethod)

@@ -1,0 +1,193 @@
+"""The agent plays whole episodes on training tasks, from a reset or from a replayed prefix.
+
+Exploration-based methods (RFT's rejection sampling, ETO's failure collection,
+IPR's step-level Monte Carlo estimates) all need the same thing: position an
+environment at a known state — a reset, or the expert's first ``j`` actions
+(replayed and checked against their recorded observations), optionally with
+one more step of someone else's — and let the agent play on with given
+:class:`~sand_framework.types.SamplingParams` until the episode ends. Doing it
+here once keeps them identical to the executors and the evaluator: the same
+lock-step loop (:func:`~sand_framework.rollout.episodes.run_lockstep`: one
+batched model call per depth, one parallel ``step_all`` on the pool), the same
+parsing, step caps and token accounting.
+
+Sampling seeds and batching: a policy call takes one seed for all its chats,
+so a sampled episode's text depends on which other chats share its calls. With
+``group_by_seed`` (the default) the requests that carry the same ``seed`` are
+played together and apart from the others, so an episode's result depends only
+on its own request and its seed group — not on which other tasks happen to be
+in the batch (what makes a method's units identical after a resume that redoes
+part of a batch). Greedy decoding (``temperature == 0``) ignores seeds and is
+always played in one group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from sand_framework.components import Environment, Policy
+from sand_framework.errors import ReplayMismatch
+from sand_framework.prompting import trajectory_chat
+from sand_framework.rollout.episodes import INVALID_FEEDBACK, Episode, run_lockstep
+from sand_framework.rollout.pool import EnvPool
+from sand_framework.types import Role, SamplingParams, Step, Trajectory
+
+
+def derive_seed(*parts: object) -> int:
+    """A 32-bit seed from any parts (a batch seed, a task id, a step index): stable across processes."""
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+@dataclass
+class ExploreRequest:
+    """One episode to play: the task, the steps replayed before the agent acts, and its sampling seed."""
+
+    trajectory: Trajectory
+    """The task (``task_id``, instruction, task text) and, in ``steps``, the steps to replay."""
+    prefix: int = 0
+    """How many of ``trajectory.steps`` are replayed (reset + their actions, each observation checked when
+    recorded) before the agent continues; 0 = the agent plays from the reset. A replayed step whose
+    observation is the invalid-reply feedback was never sent to the environment and is not replayed."""
+    seed: int | None = None
+    """This episode's sampling seed (requests sharing a seed are played together, see the module notes);
+    None = ``sampling.seed``."""
+    max_steps: int | None = None
+    """Cap on the whole episode, prefix included; None = the environment's cap for the task."""
+
+
+@dataclass
+class Exploration:
+    """What one :class:`ExploreRequest` produced."""
+
+    trajectory: Trajectory
+    """The prefix steps (observations as replayed) then the agent's steps; ``reward``/``success`` at the end."""
+    prefix: int
+    done: bool = False
+    """The environment ended the episode (goal or failure) rather than the step cap; an episode that fails on
+    the very step that reaches the cap counts as capped."""
+    error: str | None = None
+    """Why the episode could not start (the prefix's replay diverged); the trajectory then holds no steps."""
+    invalid_replies: int = 0
+    """Agent replies that did not parse as ``Thought:/Action:`` (never sent to the environment)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    env_steps: int = 0
+    """Environment steps spent: the replayed prefix plus the agent's steps."""
+
+    @property
+    def agent_steps(self) -> list[Step]:
+        return self.trajectory.steps[self.prefix:]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def cost(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "env_steps": self.env_steps}
+
+
+def replayable(steps: list[Step]) -> list[Step]:
+    """The steps that reached the environment (an unparsable reply got feedback, not a step)."""
+    return [s for s in steps if s.observation != INVALID_FEEDBACK]
+
+
+def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sampling: SamplingParams,
+            pool: EnvPool | None = None, role: Role = "agent", max_parallel: int | None = None,
+            verify_replay: bool = True, group_by_seed: bool = True) -> list[Exploration]:
+    """Play every request to its end; results in request order.
+
+    ``pool`` holds the environments (an executor's pool, so its workers step them; None = a local pool of
+    ``env`` made for this call and closed after it). At most ``max_parallel`` episodes run together (None:
+    a whole seed group); ``sampling`` gives temperature, ``max_new_tokens`` and the default seed.
+    """
+    own_pool = pool is None
+    pool = pool if pool is not None else EnvPool(env)
+    out: list[Exploration | None] = [None] * len(requests)
+    try:
+        groups: dict[Any, list[int]] = {}
+        for i, req in enumerate(requests):
+            key = (req.seed if req.seed is not None else sampling.seed) if group_by_seed and sampling.temperature > 0 else 0
+            groups.setdefault(key, []).append(i)
+        for key, idx in groups.items():
+            group_seed = requests[idx[0]].seed if requests[idx[0]].seed is not None else sampling.seed
+            wave = len(idx) if not max_parallel else max(1, max_parallel)
+            for w in range(0, len(idx), wave):
+                part = idx[w:w + wave]
+                seed = None if group_seed is None else (group_seed if w == 0 else derive_seed(group_seed, "wave", w))
+                for i, res in zip(part, _play([requests[i] for i in part], env, policy, sampling, seed, pool, role,
+                                              verify_replay)):
+                    out[i] = res
+    finally:
+        if own_pool:
+            pool.close()
+    return [o for o in out if o is not None]
+
+
+def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, sampling: SamplingParams,
+          seed: int | None, pool: EnvPool, role: Role, verify: bool) -> list[Exploration]:
+    handles = pool.take(len(requests))
+    prefixes = [replayable(r.trajectory.steps[:r.prefix]) for r in requests]
+    positioned = pool.replay_all([
+        (h, r.trajectory.task_id, [s.action for s in steps],
+         [s.observation or None for s in steps] if verify else None)
+        for r, h, steps in zip(requests, handles, prefixes)])
+    results: list[Exploration] = []
+    live: list[tuple[Exploration, Episode]] = []
+    for req, h, steps, res in zip(requests, handles, prefixes, positioned):
+        t = req.trajectory
+        traj = Trajectory(task_id=t.task_id, env=t.env, instruction=t.instruction, task=t.task)
+        ex = Exploration(trajectory=traj, prefix=req.prefix)
+        results.append(ex)
+        if isinstance(res, ReplayMismatch):
+            ex.error = str(res)
+            continue
+        observed = iter(r.observation for r in res)
+        traj.steps = [Step(s.thought, s.action, s.observation if s.observation == INVALID_FEEDBACK
+                           else next(observed), s.deliberated) for s in t.steps[:req.prefix]]
+        ex.env_steps = len(steps)
+        last = res[-1] if res else None
+        if last is not None:
+            traj.reward, traj.success = max(0.0, min(1.0, last.reward)), bool(last.success)
+        cap = req.max_steps if req.max_steps is not None else env.max_steps(t.task_id)
+        if last is not None and last.done:
+            ex.done = True
+            continue
+        if cap - req.prefix <= 0:
+            continue
+        episode = Episode(env=h, chat=trajectory_chat(traj, upto=len(traj.steps)), steps_left=cap - req.prefix,
+                          reward=traj.reward, success=traj.success)
+        live.append((ex, episode))
+    if live:
+        sp = SamplingParams(temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens, seed=seed)
+        run_lockstep([ep for _, ep in live], policy, sp, role=role, pool=pool)
+    for ex, ep in live:
+        ex.trajectory.steps += ep.steps
+        ex.trajectory.reward, ex.trajectory.success = ep.reward, ep.success
+        ex.done = ep.success or (ep.done and ep.steps_left > 0)
+        ex.invalid_replies = sum(s.observation == INVALID_FEEDBACK for s in ep.steps)
+        ex.env_steps += len(ep.steps) - ex.invalid_replies
+        ex.prompt_tokens, ex.completion_tokens = ep.prompt_tokens, ep.completion_tokens
+    return results
+
+
+@dataclass
+class PoolSource:
+    """Where a method's explorations get environments: the recipe executor's pool when it has one."""
+
+    executor: Any = None
+    local: dict[int, EnvPool] = field(default_factory=dict)
+
+    def pool(self, env: Environment) -> EnvPool:
+        get = getattr(self.executor, "pool", None)
+        if callable(get):
+            return get(env)
+        if id(env) not in self.local:
+            self.local[id(env)] = EnvPool(env)
+        return self.local[id(env)]
+
+    @property
+    def max_parallel(self) -> int | None:
+        return getattr(getattr(self.executor, "params", None), "max_parallel", None)

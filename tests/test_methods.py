@@ -1,0 +1,311 @@
+"""The baselines as built-in methods (RFT, ETO, IPR) and the exploration helper they share.
+
+Unit tests run on the real TextWorld-Express environment with scripted policies (a policy that plays the
+expert's path, one that plays random moves, or a mix decided by the weights it serves), so every branch of
+each method runs in well under a second; ``test_*_real_model`` runs each method on the real path (the
+tiny-random model through the transformers backend). The stage tests run the engine's ``synth/iter1`` with
+each method in-process and check that a resume after a crash, and a rerun, give the same units.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from scripted import ScriptedPolicy
+
+from sand_framework.components import MethodTools, Policy
+from sand_framework.engine.expert import expert_trajectory
+from sand_framework.rollout import INVALID_FEEDBACK, ExploreRequest, explore, replayable
+from sand_framework.types import Completion, SamplingParams, Step, Trajectory
+
+from sand_builtins.methods.eto import EtoMethod, truncated
+from sand_builtins.methods.ipr import IprMethod, examined_steps
+from sand_builtins.methods.rft import RftMethod
+
+REPO = Path(__file__).resolve().parent.parent
+MOVES = ("move north", "move south", "move east", "move west", "take coin")
+
+
+class OraclePolicy(Policy):
+    """Plays each task's expert path when its weights are ``good``, random moves when ``bad``, and a seeded
+    coin flip between the two per turn when ``mixed``; records the weights each call was served with."""
+
+    name = "oracle"
+
+    def __init__(self, experts: list[Trajectory], weights: str | None = "good"):
+        super().__init__()
+        self.paths = {t.task: t.actions for t in experts}
+        self.weights = weights
+        self.calls: list[tuple[str | None, int]] = []
+
+    def setup(self, base_model):
+        pass
+
+    def set_agent_weights(self, weights):
+        self.weights = weights
+
+    def generate(self, chats, sampling, role="agent"):
+        self.calls.append((self.weights, len(chats)))
+        rng = random.Random(sampling.seed) if sampling.seed is not None else random.Random(0)
+        out = []
+        for chat in chats:
+            path, step = self.paths.get(chat[2]["content"], []), (len(chat) - 3) // 2
+            good = self.weights == "good" or (self.weights == "mixed" and rng.random() < 0.5)
+            if sampling.temperature == 0 and self.weights == "mixed":
+                good = True
+            action = path[step] if good and step < len(path) else rng.choice(MOVES)
+            text = f"Thought: step {step}.\nAction: {action}"
+            out.append([Completion(text, prompt_tokens=len(chat), completion_tokens=3)])
+        return out
+
+
+@pytest.fixture(scope="module")
+def world(registries):
+    """One TextWorld-Express environment for the module (6 rooms: expert paths of 1-4 steps) and an
+    ``in_process`` executor whose pool of 4 warm instances every test shares (a clone costs a JVM start)."""
+    env = registries.build("environment", "textworld_express",
+                           {"n_train": 12, "n_seen": 2, "n_unseen": 2, "max_steps": 8,
+                            "game_params": "numLocations=6,numDistractorItems=0,includeDoors=0"})
+    executor = registries.build("executor", "in_process", {"max_parallel": 4})
+    yield env, executor
+    executor.close()
+    env.close()
+
+
+@pytest.fixture
+def twx(world):
+    return world[0]
+
+
+EXPERTS: dict[int, list[Trajectory]] = {}
+
+
+def experts(env, k=4) -> list[Trajectory]:
+    """The first ``k`` training tasks' expert trajectories, with a recognizable thought (fresh copies)."""
+    if k not in EXPERTS:
+        EXPERTS[k] = [expert_trajectory(env, task_id) for task_id in env.tasks("train")[:k]]
+        for t in EXPERTS[k]:
+            for s in t.steps:
+                s.thought = "expert thought"
+    return [Trajectory.from_dict(t.to_dict()) for t in EXPERTS[k]]
+
+
+def tools(world, policy, iteration=1, agent="bad", sft="good") -> MethodTools:
+    env, executor = world
+    policy.set_agent_weights(agent)
+    slots = {"executor": executor}
+    return MethodTools(env=env, policy=policy, component=lambda slot: slots[slot], iteration=iteration,
+                       weights={"agent": agent, "sft": sft, "base": None})
+
+
+def pool(world):
+    return world[1].pool(world[0])
+
+
+# ---------------------------------------------------------------------- the exploration helper
+
+
+def test_explore_from_reset_and_from_a_replayed_prefix(world, twx):
+    trajs = experts(twx)
+    two = next(t for t in trajs if len(t.steps) == 2)
+    policy = OraclePolicy(trajs, "good")
+    sp = SamplingParams(temperature=0.0, max_new_tokens=16)
+    reset, prefixed, whole = explore([ExploreRequest(two), ExploreRequest(two, prefix=1),
+                                      ExploreRequest(two, prefix=2)], twx, policy, sp, pool=pool(world))
+    assert reset.trajectory.actions == two.actions and reset.trajectory.success and reset.done
+    assert reset.prefix == 0 and len(reset.agent_steps) == 2 and reset.env_steps == 2
+    assert prefixed.trajectory.steps[0].thought == "expert thought"  # the prefix is the expert's own step
+    assert [s.thought for s in prefixed.agent_steps] == ["Thought: step 1."[9:]]
+    assert prefixed.trajectory.success and prefixed.env_steps == 2 and prefixed.prompt_tokens > 0
+    assert whole.done and whole.trajectory.success and not whole.agent_steps  # the prefix itself ended it
+    assert whole.prompt_tokens == 0
+
+
+def test_explore_reports_a_diverging_prefix_and_skips_invalid_replies(world, twx):
+    (t, *_) = experts(twx)
+    bad = Trajectory(t.task_id, t.env, t.instruction, t.task,
+                     steps=[Step("x", t.steps[0].action, "not what the game says")])
+    (ex,) = explore([ExploreRequest(bad, prefix=1)], twx, OraclePolicy([t]), SamplingParams(), pool=pool(world))
+    assert not ex.ok and "diverged" in ex.error and ex.trajectory.steps == []
+    invalid = [Step("??", "", INVALID_FEEDBACK)] + list(t.steps)
+    assert replayable(invalid) == list(t.steps)
+    mixed = Trajectory(t.task_id, t.env, t.instruction, t.task, steps=invalid)
+    (ok,) = explore([ExploreRequest(mixed, prefix=2)], twx, OraclePolicy([t]), SamplingParams(), pool=pool(world))
+    assert ok.ok and ok.trajectory.steps[0].observation == INVALID_FEEDBACK and ok.env_steps >= 1
+
+
+def test_explore_results_do_not_depend_on_the_other_tasks_in_the_call(world, twx):
+    trajs = experts(twx)
+    sp = SamplingParams(temperature=1.0, max_new_tokens=16)
+    reqs = [ExploreRequest(t, seed=100 + i) for i, t in enumerate(trajs) for _ in range(3)]
+    together = explore(reqs, twx, ScriptedPolicy(), sp, pool=pool(world), max_parallel=4)
+    alone = explore(reqs[3:6], twx, ScriptedPolicy(), sp, pool=pool(world), max_parallel=4)
+    assert [e.trajectory.to_dict() for e in together[3:6]] == [e.trajectory.to_dict() for e in alone]
+    assert len({tuple(e.trajectory.actions) for e in together[:3]}) > 1  # the seed group's samples differ
+    policy = ScriptedPolicy()
+    explore(reqs, twx, policy, sp, pool=pool(world), max_parallel=4)
+    assert policy.calls[0][1] == 3  # one call per depth per seed group
+    policy = ScriptedPolicy()
+    explore(reqs, twx, policy, sp, pool=pool(world), max_parallel=4, group_by_seed=False)
+    assert policy.calls[0][1] == 4  # waves of max_parallel across the groups
+
+
+# ---------------------------------------------------------------------- RFT
+
+
+def test_rft_keeps_distinct_successes_and_adds_them_to_the_expert_data(world, twx):
+    trajs = experts(twx)
+    method = RftMethod(RftMethod.Params(k=6, temperature=1.0, max_new_tokens=16))
+    policy = OraclePolicy(trajs)
+    units = method.build(trajs, tools(world, policy, agent="mixed"), seed=7)
+    assert len(units) == len(trajs)
+    for traj, unit in zip(trajs, units):
+        st = unit["stats"]
+        assert st["explorations"] == 6 and len(unit["explorations"]) == 6
+        actions = [tuple(Trajectory.from_dict(k).actions) for k in unit["kept"]]
+        assert len(actions) == len(set(actions)) == st["kept"]  # deduplicated by action sequence
+        assert st["kept"] + st["duplicates"] + st["rejected_invalid"] == st["successes"]
+        assert all(Trajectory.from_dict(k).success for k in unit["kept"])
+    assert sum(u["stats"]["kept"] for u in units) > 0
+    data = method.assemble(units, trajs)
+    assert data.next_expert == trajs and not data.pairs
+    assert len(data.trajectories) == len(trajs) + sum(u["stats"]["kept"] for u in units)
+    assert data.trajectories[0] is trajs[0]  # each task's expert first, then its successes
+    assert method.build(trajs, tools(world, OraclePolicy(trajs), agent="mixed"), seed=7) == units  # deterministic
+    capped = RftMethod(RftMethod.Params(k=6, max_per_task=1, include_expert=False, max_new_tokens=16))
+    cu = capped.build(trajs, tools(world, OraclePolicy(trajs), agent="mixed"), seed=7)
+    assert all(u["stats"]["kept"] <= 1 for u in cu)
+    assert len(capped.assemble(cu, trajs).trajectories) == sum(u["stats"]["kept"] for u in cu)
+
+
+def test_rft_units_do_not_depend_on_the_batch(world, twx):
+    trajs = experts(twx)
+    method = RftMethod(RftMethod.Params(k=3, max_new_tokens=16))
+    whole = method.build(trajs, tools(world, ScriptedPolicy()), seed=3)
+    parts = [u for t in trajs for u in method.build([t], tools(world, ScriptedPolicy()), seed=3)]
+    assert whole == parts
+
+
+# ---------------------------------------------------------------------- ETO
+
+
+def test_eto_pairs_the_expert_against_failed_explorations(world, twx):
+    trajs = experts(twx)
+    method = EtoMethod()
+    units = method.build(trajs, tools(world, OraclePolicy(trajs), agent="bad"), seed=1)
+    lost = [u for u in units if u["outcome"] == "lose"]
+    assert lost and all(u["agent_reward"] < 1.0 == u["expert_reward"] for u in lost)
+    data = method.assemble(units, trajs)
+    assert data.reference == "init" and data.next_expert == trajs and not data.trajectories
+    assert len(data.pairs) == sum(u["stats"]["pairs"] for u in units) == len(lost)
+    by_task = {t.task_id: t for t in trajs}
+    for pair in data.pairs:
+        expert = by_task[pair.meta["task_id"]]
+        assert pair.prompt.steps == [] and pair.prompt.task == expert.task
+        assert [s.action for s in pair.chosen] == expert.actions and pair.rejected
+        assert pair.chosen_reward == 1.0 and pair.rejected_reward < 1.0
+    # The expert agent ties with the expert: no pair.
+    ties = method.build(trajs, tools(world, OraclePolicy(trajs), agent="good"), seed=1)
+    assert all(u["outcome"] == "tie" and u["pair"] is None for u in ties)
+
+
+def test_eto_flips_the_pair_when_the_agent_beats_the_stored_expert_reward(world, twx):
+    trajs = experts(twx)
+    for t in trajs:
+        t.reward = 0.5  # a WebShop-like stored expert reward the agent can beat
+    method = EtoMethod(EtoMethod.Params(expert_reward="stored"))
+    units = method.build(trajs, tools(world, OraclePolicy(trajs), agent="good"), seed=1)
+    assert all(u["outcome"] == "win" for u in units)
+    for pair in method.assemble(units, trajs).pairs:
+        assert pair.chosen_reward == 1.0 and pair.rejected_reward == 0.5 and pair.meta["outcome"] == "win"
+
+
+def test_eto_truncates_the_rejected_side_as_eto_does_per_benchmark():
+    steps = [Step("t", f"a{i}", "o") for i in range(20)]
+    assert len(truncated(steps, 3, 10)) == 8  # len(expert) + 10 messages = 5 more agent steps
+    assert len(truncated(steps, 3, None)) == 20 and len(truncated(steps, 3, 0)) == 3
+    m = EtoMethod()
+    assert m._truncation("webshop") == 10 and m._truncation("scienceworld") == 10
+    assert m._truncation("alfworld") is None and m._truncation("textworld_express") is None
+    assert EtoMethod(EtoMethod.Params(truncate_rejected=4))._truncation("alfworld") == 4
+    from sand_builtins.methods.common import expert_reward_rule
+
+    assert expert_reward_rule("auto", "webshop") == "stored" and expert_reward_rule("auto", "alfworld") == "one"
+
+
+def test_eto_cuts_a_long_failure(world, twx):
+    trajs = experts(twx)
+    units = EtoMethod(EtoMethod.Params(truncate_rejected=2)).build(
+        trajs, tools(world, OraclePolicy(trajs), agent="bad"), seed=1)
+    cut = [u for u in units if u["pair"] and len(u["agent"]["steps"]) > len(u["pair"]["chosen"]) + 1]
+    assert cut, "no failure ran longer than the expert's path + 1 step"
+    for u in units:
+        if u["pair"]:  # len(expert) + 2 messages = one agent step more than the expert took
+            assert len(u["pair"]["rejected"]) == min(len(u["agent"]["steps"]), len(u["pair"]["chosen"]) + 1)
+
+
+# ---------------------------------------------------------------------- IPR
+
+
+def test_ipr_examined_steps_are_drawn_from_the_seed():
+    assert examined_steps(10, None, 1) == list(range(1, 10))
+    picked = examined_steps(10, 3, 1)
+    assert len(picked) == 3 and picked == sorted(picked) and set(picked) <= set(range(1, 10))
+    assert examined_steps(10, 3, 1) == picked and examined_steps(2, 3, 1) == [1] and examined_steps(1, 2, 0) == []
+
+
+def test_ipr_local_pairs_from_monte_carlo_step_rewards(world):
+    env = world[0]
+    trajs = [t for t in experts(env, 12) if len(t.steps) >= 3][:3]
+    assert trajs, "no expert path of 3+ steps"
+    policy = OraclePolicy(trajs)
+    method = IprMethod(IprMethod.Params(steps_per_trajectory=None, mc_samples=3, max_new_tokens=16))
+    units = method.build(trajs, tools(world, policy, agent="bad", sft="good"), seed=5)
+    assert policy.weights == "bad", "the agent's weights are restored after the Monte Carlo rollouts"
+    assert {w for w, _ in policy.calls} == {"bad", "good"}
+    data = method.assemble(units, trajs)
+    assert data.reference == "sft" and data.next_expert == trajs
+    local = [p for p in data.pairs if p.meta["kind"] == "local"]
+    assert local, [u["steps"] for u in units]
+    by_task = {t.task_id: t for t in trajs}
+    for pair in local:
+        t, j = by_task[pair.meta["task_id"]], pair.meta["step"]
+        assert pair.prompt.steps == t.steps[:j] and 1 <= j < len(t.steps)
+        assert pair.meta["outcome"] == "expert_better" and pair.chosen == t.steps[j:]
+        assert pair.meta["expert_step_reward"] - pair.meta["agent_step_reward"] > 0.01
+    for unit, t in zip(units, trajs):
+        assert [r["step"] for r in unit["steps"]] == list(range(len(t.steps)))
+        assert unit["stats"]["examined_steps"] == len(t.steps) - 1
+        for rec in unit["steps"][1:]:
+            if "expert_step_reward" in rec:  # the SFT model finishes the expert's path: worth 1.0
+                assert rec["expert_step_reward"] == 1.0 and len(rec["mc"]["expert"]["rewards"]) == 3
+    glob = [p for p in data.pairs if p.meta["kind"] == "global"]
+    assert all(p.prompt.steps == [] and p.chosen == by_task[p.meta["task_id"]].steps for p in glob)
+    again = method.build(trajs, tools(world, OraclePolicy(trajs), agent="bad", sft="good"), seed=5)
+    assert again == units
+    capped = IprMethod(IprMethod.Params(steps_per_trajectory=1, mc_samples=2, global_pairs=False,
+                                        max_new_tokens=16))
+    cu = capped.build(trajs, tools(world, OraclePolicy(trajs), agent="bad", sft="good"), seed=5)
+    assert all(len(u["steps"]) == 1 and u["steps"][0]["step"] >= 1 for u in cu)
+
+
+def test_ipr_keeps_no_pair_when_the_gaps_disagree(twx):
+    t = next(t for t in experts(twx) if len(t.steps) == 2)
+    m = IprMethod()
+    from sand_framework.rollout import Exploration
+
+    ex = Exploration(trajectory=Trajectory(t.task_id, t.env, t.instruction, t.task,
+                                           steps=t.steps[:1] + [Step("a", "move west", "o")], reward=0.0), prefix=1)
+    assert m._local_pair(t, 1, ex, 1.0, 0.2, 0.9).meta["outcome"] == "expert_better"
+    assert m._local_pair(t, 1, ex, 1.0, 0.9, 0.2) is None  # outcome says expert, step reward says agent
+    assert m._local_pair(t, 1, ex, 1.0, 0.5, 0.505) is None  # step gap within the threshold
+    assert m._local_pair(t, 1, ex, 1.0, None, 0.9) is None
