@@ -7,10 +7,14 @@ chats produced here and sampled from the same chats.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sand_framework.types import Chat, Trajectory
+
+log = logging.getLogger(__name__)
 
 MAX_ACTION_CHARS = 200
 """Longer "actions" are model babble, not commands; they count as invalid."""
@@ -70,21 +74,50 @@ HEAD_TURNS = 3
 """Instruction, ``OK``, task: never dropped when a prompt is shortened."""
 
 
-def fit_prompt(chat: Chat, render, limit: int) -> list[int]:
+def fit_prompt(chat: Chat, render, limit: int, counts: dict[str, Any] | None = None) -> list[int]:
     """Token ids of ``chat`` (``render`` tokenizes a chat) shortened to ``limit`` tokens.
 
     The oldest (assistant, observation) pairs after the first three ETO turns go
     first, so the instruction and the task always stay; if that is not enough,
     tokens are cut from the left, which keeps the generation prompt intact.
+    A shortened prompt is counted in ``counts`` when given (``prompts_shortened``,
+    ``prompt_turns_dropped``, ``prompt_tokens_cut``; see :func:`report_shortened`).
     """
     ids = render(chat)
     if limit <= 0 or len(ids) <= limit:
         return ids
+    full = len(ids)
     chat = list(chat)
+    turns = 0
     while len(ids) > limit and len(chat) >= HEAD_TURNS + 3 and chat[HEAD_TURNS].get("role") == "assistant":
         del chat[HEAD_TURNS : HEAD_TURNS + 2]
+        turns += 2
         ids = render(chat)
-    return ids[-limit:] if len(ids) > limit else ids
+    out = ids[-limit:] if len(ids) > limit else ids
+    if counts is not None:
+        for key, add in (("prompts_shortened", 1), ("prompt_turns_dropped", turns),
+                         ("prompt_tokens_cut", full - len(out))):
+            counts[key] = counts.get(key, 0) + add
+    return out
+
+
+SHORTENED_KEYS = ("prompts_shortened", "prompt_turns_dropped", "prompt_tokens_cut")
+
+
+def report_shortened(total: dict[str, Any], batch: dict[str, Any], who: str, limit: int) -> None:
+    """Add one call's shortening counts to a policy's ``total`` stats; warn with the totals whenever the number of
+    shortened prompts passes 1, 10, 100, ... (a run's log says how much context the agent lost, without flooding)."""
+    if not batch.get("prompts_shortened"):
+        return
+    before = int(total.get("prompts_shortened", 0))
+    for key in SHORTENED_KEYS:
+        total[key] = total.get(key, 0) + batch.get(key, 0)
+    after = int(total["prompts_shortened"])
+    if len(str(after)) > len(str(before)) or before == 0:
+        log.warning("%s: %d prompt(s) longer than %d tokens so far were shortened (%d turn(s) dropped, %d token(s) "
+                    "cut in all): the agent is sampled on less context than its training shows. Raise the policy's "
+                    "context (and trainer.max_length with it) or shorten the episodes.", who, after, limit,
+                    total["prompt_turns_dropped"], total["prompt_tokens_cut"])
 
 
 def format_observation(observation: str) -> str:

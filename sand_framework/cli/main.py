@@ -104,7 +104,7 @@ def plugins(plugin_dirs):
 
 # Command groups living in their own modules (sand components, sand data ..., sand env ..., sand report, ...).
 # Each module defines a click command or group named ``command``.
-COMMAND_MODULES = ("components", "data", "env", "report", "evaluate", "sweep")
+COMMAND_MODULES = ("components", "data", "env", "report", "evaluate", "sweep", "plan")
 
 
 def _add_command_modules() -> None:

@@ -33,7 +33,7 @@ PENDING: dict[tuple[str, str], dict[str, Any]] = {
                                  "top_p": _PROBABILITY, "top_k": Ge(0), "min_common_prefix": Ge(0)},
     ("policy", "vllm"): {"max_model_len": Ge(1), "max_prompt_tokens": Ge(0), "top_p": _PROBABILITY, "top_k": Ge(0),
                          "max_lora_rank": Ge(1), "max_loras": Ge(1), "gpu_memory_utilization": _PROBABILITY,
-                         "kv_cache_space_gb": Gt(0), "tensor_parallel_size": Ge(1), "seed": Ge(0)},
+                         "kv_cache_space_gb": Gt(0), "tensor_parallel_size": Ge(0), "seed": Ge(0)},
     ("policy", "openai"): {"top_p": _PROBABILITY, "max_concurrency": Ge(1), "timeout_s": Gt(0),
                            "connect_timeout_s": Gt(0), "max_retries": Ge(0), "max_prompt_tokens": Ge(0),
                            "wait_ready_s": Ge(0)},

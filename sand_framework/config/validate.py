@@ -11,7 +11,7 @@ from typing import Any
 
 from sand_framework.components.declared import BY_NAME
 from sand_framework.components.method import TRAINER_SLOT
-from sand_framework.config.budgets import check_budgets
+from sand_framework.config.budgets import check_budgets, check_context
 from sand_framework.config.ranges import pending_problems
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe, evaluable_models
 from sand_framework.config.typecheck import build, check_fields, instance_problems, short
@@ -110,6 +110,8 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
     if "run" in sections and len(slots) == len(SLOTS):
         problems += check_budgets(slots, registries, sections["run"].iterations)
         problems += _check_method_trainer(slots, registries)
+    if len(slots) == len(SLOTS):
+        problems += check_context(slots, registries)
     if problems:
         raise RecipeError(problems, source)
     return Recipe(slots=slots, raw=data, **sections)

@@ -21,7 +21,7 @@ from typing import Any
 from sand_builtins.models import weights_kind
 from sand_framework.chat_format import ChatFormat, agent_format
 from sand_framework.components.kinds import Policy
-from sand_framework.prompting import cut_at_stop, fit_prompt
+from sand_framework.prompting import cut_at_stop, fit_prompt, report_shortened
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 
@@ -124,7 +124,10 @@ class LocalPolicy(Policy):
 
     def prompt_ids(self, chat: Chat, role: Role, limit: int) -> list[int]:
         """Token ids of ``chat`` with the generation prompt in the role's format, shortened to ``limit`` (0 = none)."""
-        return fit_prompt(chat, self.format_for(role).prompt_ids, limit)
+        batch: dict[str, int] = {}
+        ids = fit_prompt(chat, self.format_for(role).prompt_ids, limit, batch)
+        report_shortened(self._stats, batch, f"policy {self.name!r}", limit)
+        return ids
 
     def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> list[list[Completion]]:
         self._require_setup()

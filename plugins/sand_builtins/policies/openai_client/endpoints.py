@@ -24,6 +24,12 @@ from .errors import ServerUnavailable, error_text, translate
 T = TypeVar("T")
 
 
+def server_root(api_root: str) -> str:
+    """``http://host:8000/v1`` -> ``http://host:8000``: where a vLLM server's admin routes are."""
+    url = api_root.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
 @dataclass
 class Endpoint:
     """One server: its API root, its SDK client and what it has been sent."""
@@ -107,11 +113,23 @@ class Endpoints:
         except openai.OpenAIError as exc:
             raise translate(exc, ep.url, f"POST /{route}", self.max_retries + 1, time.monotonic() - start) from exc
 
-    async def post_all(self, route: str, body: dict[str, Any],
-                       endpoints: list[Endpoint] | None = None) -> list[Exception | None]:
-        """The same admin call on every server (or on ``endpoints``) at once; per server ``None`` or its error."""
+    async def post_root(self, ep: Endpoint, path: str, body: dict[str, Any] | None = None) -> str:
+        """``POST {server root}{path}`` on one server: vLLM's dev-mode routes (``/sleep``, ``/wake_up``,
+        ``/collective_rpc``, ``/reset_prefix_cache``) live beside ``/v1``, not under it."""
+        ep.requests += 1
+        start = time.monotonic()
+        try:
+            return await ep.client.post(server_root(ep.url) + path, body=body, cast_to=str)
+        except openai.OpenAIError as exc:
+            raise translate(exc, ep.url, f"POST {path}", self.max_retries + 1, time.monotonic() - start) from exc
+
+    async def post_all(self, route: str, body: dict[str, Any] | None,
+                       endpoints: list[Endpoint] | None = None, root: bool = False) -> list[Exception | None]:
+        """The same admin call on every server (or on ``endpoints``) at once; per server ``None`` or its error.
+        ``root``: ``route`` is a path under the server root (see :meth:`post_root`), not under the API root."""
         targets = self.endpoints if endpoints is None else endpoints
-        results = await asyncio.gather(*(self.post(ep, route, body) for ep in targets), return_exceptions=True)
+        call = (lambda ep: self.post_root(ep, route, body)) if root else (lambda ep: self.post(ep, route, body))
+        results = await asyncio.gather(*(call(ep) for ep in targets), return_exceptions=True)
         out: list[Exception | None] = []
         for r in results:
             if isinstance(r, BaseException) and not isinstance(r, Exception):

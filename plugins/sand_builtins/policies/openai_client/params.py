@@ -53,6 +53,23 @@ class OpenAIParams:
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Extra request fields (e.g. ``{"top_k": 20}`` for vLLM)."""
 
+    sleep_on_release: bool = False
+    """Before a training stage put every server to sleep (vLLM ``POST /sleep?level=...``: weights offloaded, KV
+    cache freed) and wake it on the next ``setup`` (``POST /wake_up``), so training on the same GPUs gets their
+    memory. Needs servers started with ``--enable-sleep-mode`` and ``VLLM_SERVER_DEV_MODE=1``. False: a release
+    closes only the clients; the servers keep their GPU memory."""
+    sleep_level: int = 1
+    """vLLM sleep level: 1 keeps the weights in CPU memory (fast wake), 2 discards them (a reload follows)."""
+    agent_base_urls: list[str] = field(default_factory=list)
+    """Servers for ``role="agent"`` once the agent is a *full* model (a full fine-tune): started on
+    ``agent_model_link``. Empty = the agent is asked for by name on ``base_urls`` (``agent_model_name``,
+    ``weights_map`` or its path)."""
+    agent_model_link: str = ""
+    """A symbolic link the agent servers serve (``vllm serve LINK``). For each new full-model agent the link is
+    pointed at its folder and every agent server reloads the weights (vLLM ``POST /collective_rpc``
+    ``{"method": "reload_weights"}``, then ``POST /reset_prefix_cache``; ``VLLM_SERVER_DEV_MODE=1``). The folder
+    must be readable by the servers at the same path (a shared filesystem). Required with ``agent_base_urls``."""
+
     def __post_init__(self) -> None:
         if self.base_urls and self.base_url != DEFAULT_URL:
             raise ValueError("give either base_url (one server) or base_urls (a list), not both")
@@ -62,6 +79,14 @@ class OpenAIParams:
             raise ValueError(f"base_urls must be http(s) URLs of API roots (e.g. {DEFAULT_URL}), got {bad}")
         if len(set(u.rstrip("/") for u in urls)) != len(urls):
             raise ValueError(f"base_urls lists a server twice: {urls}")
+        agents = [u for u in self.agent_base_urls]
+        if any(not isinstance(u, str) or not u.startswith(("http://", "https://")) for u in agents):
+            raise ValueError(f"agent_base_urls must be http(s) URLs of API roots, got {agents}")
+        if agents and not self.agent_model_link:
+            raise ValueError("agent_base_urls needs agent_model_link: the path (a symbolic link) the agent servers "
+                             "serve, which each new full-model agent is linked to before they reload it")
+        if int(self.sleep_level) not in (1, 2):
+            raise ValueError(f"sleep_level must be 1 or 2, got {self.sleep_level}")
         if int(self.max_concurrency) < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
         if int(self.max_retries) < 0:

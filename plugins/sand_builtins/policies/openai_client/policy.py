@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sand_builtins.models import is_adapter
 from sand_framework.components.kinds import Policy
 from sand_framework.errors import ModelUnavailable, SandError
-from sand_framework.prompting import cut_at_stop, fit_prompt
+from sand_framework.prompting import cut_at_stop, fit_prompt, report_shortened
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 from .errors import ServerRequestError, ServerUnavailable
@@ -36,6 +37,12 @@ class OpenAIPolicy(Policy):
     description = ("Completions from OpenAI-compatible servers (vllm serve, SGLang), spread over several; prompts "
                    "rendered locally with the model's own chat template and sent as token ids.")
 
+    @classmethod
+    def context_token_budget(cls, params: OpenAIParams) -> dict[str, tuple[str, int]]:
+        """The prompt limit, checked by ``sand validate`` against the trainer's context (the servers' own
+        ``--max-model-len`` is theirs to set: at least the trainer's ``max_length``)."""
+        return {"prompt": ("max_prompt_tokens", int(params.max_prompt_tokens or 0))}
+
     def __init__(self, params: OpenAIParams | None = None):
         super().__init__(params)
         self.base_name: str = ""
@@ -50,6 +57,9 @@ class OpenAIPolicy(Policy):
         self._loaded_lora: str | None = None
         self._loop: LoopThread | None = None
         self._endpoints: Endpoints | None = None
+        self._agent_endpoints: Endpoints | None = None
+        self._asleep = False
+        self._agent_full = False
         self._lock = threading.Lock()
         self._stats = {"calls": 0, "sequences": 0, "prompt_tokens": 0, "completion_tokens": 0, "busy_seconds": 0.0}
 
@@ -79,6 +89,58 @@ class OpenAIPolicy(Policy):
                 self._loop.run(eps.open())
                 self._endpoints = eps
             return self._endpoints
+
+    def _agent_servers(self) -> Endpoints:
+        """The agent servers' clients (``agent_base_urls``), on the same event loop."""
+        eps = self._servers()
+        with self._lock:
+            if self._agent_endpoints is None:
+                from .endpoints import Endpoints
+
+                p = self.params
+                key = os.environ.get(p.api_key_env, "") if p.api_key_env else ""
+                agents = Endpoints(list(p.agent_base_urls), key, p.timeout_s, p.connect_timeout_s, p.max_retries,
+                                   p.max_concurrency)
+                self._run(agents.open())
+                self._agent_endpoints = agents
+            return self._agent_endpoints if self._agent_endpoints.endpoints else eps
+
+    def _all_servers(self) -> list[Endpoints]:
+        return [self._servers()] + ([self._agent_servers()] if self.params.agent_base_urls else [])
+
+    def _admin(self, path: str, body: dict[str, Any] | None, what: str, servers: list[Endpoints] | None = None
+               ) -> None:
+        """``POST path`` (under the server root) on every server; raise naming those that refused."""
+        failed = []
+        for eps in servers or self._all_servers():
+            for ep, err in zip(eps.endpoints, self._run(eps.post_all(path, body, root=True))):
+                if err is not None:
+                    failed.append((ep, err))
+        if not failed:
+            return
+        status = getattr(failed[0][1], "status", None)
+        hint = (" The server has no such route: start it with VLLM_SERVER_DEV_MODE=1 (and --enable-sleep-mode "
+                "for sleep/wake)." if status in (404, 405) else "")
+        raise ServerRequestError(f"policy 'openai': {what} failed on {len(failed)} server(s): "
+                                 + " | ".join(f"{ep.url}: {err}" for ep, err in failed) + hint,
+                                 status=status, endpoint=failed[0][0].url)
+
+    def release(self) -> None:
+        """Before a training stage: with ``sleep_on_release`` every server sleeps (its GPU memory freed), else only
+        the clients close."""
+        if not self.params.sleep_on_release or self._endpoints is None:
+            self.close()
+            return
+        if not self._asleep:
+            self._admin(f"/sleep?level={int(self.params.sleep_level)}", None, "putting the servers to sleep")
+            self._asleep = True
+            log.info("policy 'openai': %d server(s) asleep", sum(len(e.endpoints) for e in self._all_servers()))
+
+    def wake(self) -> None:
+        """Wake every server put to sleep by :meth:`release` (``POST /wake_up``); a no-op when awake."""
+        if self._asleep:
+            self._admin("/wake_up", None, "waking the servers")
+            self._asleep = False
 
     def _run(self, coro: Any) -> Any:
         assert self._loop is not None
@@ -110,6 +172,7 @@ class OpenAIPolicy(Policy):
         self._servers()
         if p.wait_ready_s and p.wait_ready_s > 0:
             self.wait_ready(float(p.wait_ready_s))
+        self.wake()
 
     def wait_ready(self, timeout_s: float) -> None:
         """Poll every server's ``GET /models`` until all answer, or raise :class:`ServerUnavailable` naming the rest."""
@@ -125,12 +188,18 @@ class OpenAIPolicy(Policy):
         if weights is None:
             self._unload_lora()
             self.agent_name, self.agent_weights, self.agent_format = None, None, None
+            self._agent_full = False
             return
         folder = Path(weights).expanduser()
+        self._agent_full = False
         # Trained weights carry the tokenizer and template they were trained with; sample with exactly those.
         fmt = self.load_format(str(folder), f"agent weights {weights}") if (
             folder / "tokenizer_config.json").is_file() else None
-        if p.dynamic_lora:
+        if p.agent_base_urls and (folder / "config.json").is_file() and not is_adapter(folder):
+            self._load_full(folder)
+            self.agent_name = p.agent_model_name or p.agent_model_link
+            self._agent_full = True
+        elif p.dynamic_lora:
             self._lora_seq += 1
             name = f"{p.lora_name_prefix}{self._lora_seq}"
             self._load_lora(name, str(folder.resolve()) if folder.exists() else weights)
@@ -144,6 +213,25 @@ class OpenAIPolicy(Policy):
         else:
             self.agent_name = weights
         self.agent_weights, self.agent_format = weights, fmt
+
+    def _load_full(self, folder: Path) -> None:
+        """Point ``agent_model_link`` at ``folder`` and have every agent server reload its weights from it."""
+        link = Path(self.params.agent_model_link).expanduser()
+        if link.exists() and not link.is_symlink():
+            raise ValueError(f"policy 'openai': agent_model_link {link} is a real file or folder, not a symbolic "
+                             f"link; give a path the policy may re-link (the agent servers serve it)")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        tmp = link.with_name(f".{link.name}.tmp")
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(folder.resolve(), target_is_directory=True)
+        os.replace(tmp, link)  # atomic: a server reading the link sees the old folder or the new one
+        agents = [self._agent_servers()]
+        self.wake()
+        self._admin("/collective_rpc", {"method": "reload_weights"}, f"reloading the agent weights from {folder}",
+                    agents)
+        self._admin("/reset_prefix_cache", None, "resetting the agent servers' prefix cache", agents)
+        log.info("policy 'openai': agent servers reloaded %s", folder)
 
     def _load_lora(self, name: str, path: str) -> None:
         """Load the adapter on every server; if any refuses, take it off the others and raise naming the refusers."""
@@ -209,10 +297,14 @@ class OpenAIPolicy(Policy):
         p = self.params
         start = time.perf_counter()
         fmt = self.format_for(role)
-        prompts = [fit_prompt(chat, fmt.prompt_ids, int(p.max_prompt_tokens or 0)) for chat in chats]
+        shortened: dict[str, int] = {}
+        prompts = [fit_prompt(chat, fmt.prompt_ids, int(p.max_prompt_tokens or 0), shortened) for chat in chats]
+        with self._lock:
+            report_shortened(self._stats, shortened, "policy 'openai'", int(p.max_prompt_tokens or 0))
         n = max(1, int(sampling.n))
         greedy = sampling.temperature is None or sampling.temperature <= 0
         per_chat = 1 if greedy else n
+        self.wake()
         request: dict[str, Any] = {
             "model": self.model_for(role),
             "n": per_chat,
@@ -228,7 +320,8 @@ class OpenAIPolicy(Policy):
             request["stop"] = stops
         seeds = [None if sampling.seed is None else int(sampling.seed) + i * per_chat for i in range(len(prompts))]
         try:
-            texts = self._run(self._complete_all(self._servers(), prompts, request, seeds))
+            eps = self._agent_servers() if role == "agent" and self._agent_full else self._servers()
+            texts = self._run(self._complete_all(eps, prompts, request, seeds))
             results = []
             for ids, outs in zip(prompts, texts):
                 results.append([Completion(text=cut_at_stop(t, p.stop), prompt_tokens=len(ids),
@@ -286,11 +379,13 @@ class OpenAIPolicy(Policy):
 
     def close(self) -> None:
         with self._lock:
-            eps, loop = self._endpoints, self._loop
-            self._endpoints, self._loop = None, None
+            eps, agents, loop = self._endpoints, self._agent_endpoints, self._loop
+            self._endpoints, self._agent_endpoints, self._loop = None, None, None
+            self._asleep = False
         if loop is not None:
             try:
-                if eps is not None:
-                    loop.run(eps.aclose())
+                for e in (eps, agents):
+                    if e is not None:
+                        loop.run(e.aclose())
             finally:
                 loop.close()

