@@ -110,4 +110,4 @@ def test_every_gpu_command_is_validated_with_all_its_overrides():
     tested = {(r, tuple(o)) for _, r, o in COMMANDS}
     assert all((r, tuple(o)) in tested for r, o in shown)
     assert ("paper/alfworld", ["trainer.launch.num_processes=8", "trainer.launch.config=fsdp",
-                               "policy.tensor_parallel_size=1", "executor=process_pool", "executor.workers=32"]) in shown
+                               "executor=process_pool", "executor.workers=32"]) in shown
