@@ -61,6 +61,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sand_builtins.methods.rft",
     "sand_builtins.methods.eto",
     "sand_builtins.methods.ipr",
+    "sand_builtins.methods.pairs_file",
     "sand_builtins.trainers.trl_sft",
     "sand_builtins.trainers.trl_dpo",
     "sand_builtins.evaluators",

@@ -10,6 +10,15 @@ Both write the same two files: ``OUT`` (ETO-layout ShareGPT JSON, ``id`` =
 the environment's task id; a recipe reads it with ``data.source: sharegpt``)
 and ``OUT``'s stem + ``.trajectories.jsonl`` (one ``Trajectory.to_dict()``
 per line, keeping reward, success and ``meta``: ETO's id and extra fields).
+
+Preference pairs made elsewhere (:mod:`sand_framework.pairs`):
+
+* ``sand data import-pairs FILE --env ENV -o OUT`` reads a TRL conversational
+  preference JSONL file or ETO's ``construct_preference.py`` output and writes
+  TRL JSON lines with the environment's task ids (what the ``pairs_file``
+  method trains on);
+* ``sand data check-pairs FILE`` reads one and reports what it holds (JSON),
+  exit 2 with the record named when it is malformed or empty.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ def _report(problems: list[str], shown: int = 10) -> None:
 
 @click.group(name="data")
 def command() -> None:
-    """Make expert trajectory files (ETO import, environment experts)."""
+    """Make expert trajectory files (ETO import, environment experts) and import or check preference-pair files."""
 
 
 @command.command("import-eto")
@@ -75,6 +84,62 @@ def import_eto_cmd(file, env_name, out, env_sets, limit, verify, plugin_dirs):
         raise DataError(f"{file}: no trajectory could be imported for environment {env_name!r}")
     sharegpt, side = write_outputs(out, trajs)
     click.echo(f"imported {len(trajs)} trajectories ({len(problems)} skipped) -> {sharegpt}, {side}")
+
+
+# --------------------------------------------------------------------------- preference pairs
+
+PAIR_FORMATS = click.Choice(["auto", "trl", "eto"])
+
+
+def _pair_summary(file: str, found: Any) -> dict[str, Any]:
+    pairs = found.pairs
+    return {"file": file, "format": found.format, "pairs": len(pairs),
+            "tasks": len({p.prompt.task_id for p in pairs}),
+            "step_level_pairs": sum(1 for p in pairs if p.prompt.steps),
+            "chosen_steps": sum(len(p.chosen) for p in pairs), "rejected_steps": sum(len(p.rejected) for p in pairs),
+            "notes": len(found.notes)}
+
+
+@command.command("import-pairs")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--env", "env_name", required=True, help="Environment the pairs belong to: ETO ids are mapped to its task ids.")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              help="TRL conversational preference JSON lines to write (with each pair's task id and rewards).")
+@click.option("--format", "fmt", type=PAIR_FORMATS, default="auto", show_default=True,
+              help="trl (JSON lines), eto (construct_preference.py's JSON list), or auto (a file opening with '[' is ETO's).")
+@click.option("--set", "env_sets", multiple=True, metavar="KEY=VALUE", help="Environment parameter (repeatable).")
+@PLUGINS_DIR
+@friendly
+def import_pairs_cmd(file, env_name, out, fmt, env_sets, plugin_dirs):
+    """Convert preference-pair FILE (TRL JSONL or ETO's pair JSON) to TRL JSON lines with ENV's task ids."""
+    from sand_framework.pairs import read_preference_pairs, write_preference_pairs
+    from sand_framework.plugins import load_plugins
+
+    env = _environment(env_name, {}, env_sets, load_plugins(dirs=list(plugin_dirs)).registries())
+    try:
+        found = read_preference_pairs(file, env.name, fmt, map_eto_id=env.task_id_from_eto)
+    finally:
+        env.close()
+    _report(found.notes)
+    write_preference_pairs(out, found.pairs)
+    click.echo(f"imported {len(found.pairs)} preference pairs ({found.format}, {len(found.notes)} note(s)) -> {out}")
+
+
+@command.command("check-pairs")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "fmt", type=PAIR_FORMATS, default="auto", show_default=True,
+              help="trl (JSON lines), eto (construct_preference.py's JSON list), or auto.")
+@click.option("--env", "env_name", default="", help="Environment name recorded in the pairs (nothing is started).")
+@friendly
+def check_pairs_cmd(file, fmt, env_name):
+    """Read preference-pair FILE and print what it holds (JSON); exit 2 naming the record if it is malformed."""
+    import json
+
+    from sand_framework.pairs import read_preference_pairs
+
+    found = read_preference_pairs(file, env_name, fmt)
+    _report(found.notes)
+    click.echo(json.dumps(_pair_summary(file, found), indent=2))
 
 
 # --------------------------------------------------------------------------- expert

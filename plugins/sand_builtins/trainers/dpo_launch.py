@@ -1,4 +1,4 @@
-"""A DPO stage under ``accelerate launch``, and its ranks: ``python -m sand_builtins.trainers.dpo_launch REQUEST``.
+"""A DPO stage under ``accelerate launch``; each rank runs ``python -m sand_builtins.trainers.dpo_rank REQUEST``.
 
 The same scheme as the SFT trainer's (:mod:`.launch`, whose accelerate
 configs ``ddp``, ``fsdp``, ``zero3`` and errors it reuses): the parent writes
@@ -55,27 +55,10 @@ def launch(request: TrainRequest, params: Any) -> None:
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
            str(config_path(params.launch.config)), "--num_processes", str(params.launch.num_processes),
            "--num_machines", "1", "--main_process_port", str(_free_port()),
-           "-m", "sand_builtins.trainers.dpo_launch", str(req_file)]
+           "-m", "sand_builtins.trainers.dpo_rank", str(req_file)]
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     if proc.returncode != 0 or not (out / "final").is_dir():
         raise LaunchError(
             f"DPO training under `accelerate launch` ({params.launch.num_processes} processes, config "
             f"{params.launch.config}) exited with status {proc.returncode}; the ranks' output is above. "
             f"Fix the cause and resume the run: checkpoints in {out / 'checkpoints'} are kept.")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of every rank: rebuild the trainer from the request file and train in this process."""
-    from sand_builtins.trainers.trl_dpo import DpoTrainer, LaunchParams, Params
-    from sand_framework.config.typecheck import build
-
-    (path,) = argv if argv is not None else sys.argv[1:]
-    raw_params, request = read_request(Path(path))
-    params = build(Params, raw_params)
-    params.launch = LaunchParams()  # this process trains; it must not launch again
-    DpoTrainer(params).train_in_process(request)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

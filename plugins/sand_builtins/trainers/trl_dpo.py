@@ -66,6 +66,7 @@ from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import PreferenceTrainer, TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_builtins.models import is_adapter
+from sand_builtins.trainers import dpo_launch
 from sand_builtins.trainers.checkpoints import latest_checkpoint
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
 from sand_builtins.trainers.progress import RichProgress
@@ -440,8 +441,6 @@ class DpoTrainer(PreferenceTrainer):
         if final.is_dir():
             return str(final)
         if self.params.launch.num_processes > 1:
-            from sand_builtins.trainers import dpo_launch
-
             dpo_launch.launch(request, self.params)
             return str(final)
         return self.train_in_process(request)
