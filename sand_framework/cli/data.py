@@ -129,15 +129,14 @@ def import_pairs_cmd(file, env_name, out, fmt, env_sets, plugin_dirs):
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--format", "fmt", type=PAIR_FORMATS, default="auto", show_default=True,
               help="trl (JSON lines), eto (construct_preference.py's JSON list), or auto.")
-@click.option("--env", "env_name", default="", help="Environment name recorded in the pairs (nothing is started).")
 @friendly
-def check_pairs_cmd(file, fmt, env_name):
+def check_pairs_cmd(file, fmt):
     """Read preference-pair FILE and print what it holds (JSON); exit 2 naming the record if it is malformed."""
     import json
 
     from sand_framework.pairs import read_preference_pairs
 
-    found = read_preference_pairs(file, env_name, fmt)
+    found = read_preference_pairs(file, "", fmt)
     _report(found.notes)
     click.echo(json.dumps(_pair_summary(file, found), indent=2))
 

@@ -1,7 +1,7 @@
 """``pairs_file``: train the preference trainer on pairs read from a file instead of exploring.
 
 For pairs made elsewhere (ETO's ``construct_preference.py`` output, a TRL
-preference JSONL file, another run's ``iterK/preference_pairs.jsonl``, or
+preference JSONL file, another run's ``iterK/pairs.jsonl``, or
 ``sand data import-pairs`` output): each iteration's units are the pairs of
 the file whose task is that unit's trajectory, so they are stored, resumed
 and summed like any method's. A pair belongs to a trajectory when its id
@@ -50,7 +50,7 @@ class PairsFileMethod(Method):
     class Params:
         path: str = ""
         """The pair file: TRL conversational preference JSON lines (``sand data import-pairs`` output, a run's
-        ``iterK/preference_pairs.jsonl``) or ETO's ``construct_preference.py`` JSON list. Required."""
+        ``iterK/pairs.jsonl``) or ETO's ``construct_preference.py`` JSON list. Required."""
         format: Literal["auto", "trl", "eto"] = "auto"
         """``trl``, ``eto``, or ``auto`` (a file opening with ``[`` is ETO's)."""
         reference: Literal["init", "sft", "base"] = "init"
