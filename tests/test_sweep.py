@@ -191,6 +191,7 @@ def test_plan_validates_every_arm_without_running(tmp_path):
 
 
 V1_ARMS = {"sand", "sft-control", "wo-eac", "wo-sas", "base"}
+TABLE1_ARMS = {"sft", "sft-control", "sand", "rft", "eto", "ipr", "bon-oracle", "bon-judge"}
 SHIPPED = {  # experiment file -> (its arms, its runs)
     "miniature": (V1_ARMS | {"sand-iter2", "sft-control-iter2"}, 6 * 3 + 1),
     "miniature-gpu": (V1_ARMS, 4 * 3 + 1),
@@ -198,6 +199,8 @@ SHIPPED = {  # experiment file -> (its arms, its runs)
     "miniature2": ({"sand", "base", "sft-control", "grounded", "wo-eac"}, 4 * 3 + 1),
     "miniature2-retrain": ({"sand", "sft-control", "grounded", "seen-sft", "seen-sand", "seen-control",
                             "retrain-sand", "retrain-grounded", "retrain-control"}, 9),
+    "table1-cpu": (TABLE1_ARMS, 8 * 3),
+    "table1-gpu": (TABLE1_ARMS, 8),
 }
 
 
@@ -215,6 +218,27 @@ def test_shipped_experiments_validate(name):
     arms, n_runs = SHIPPED[name]
     assert {r["arm"] for r in runs} == arms
     assert len(runs) == n_runs
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_experiments_reuse_only_stages_their_arms_can_adopt(name, registries):
+    """Every `reuse` of a shipped experiment passes the check `sand sweep` makes when it prepares the run (the
+    settings each adopted stage depends on are equal in both recipes), so no arm fails after its source arm ran."""
+    from sand_framework.app.reuse import stage_inputs
+    from sand_framework.config import load_recipe, validate
+    from sand_framework.sweep import load_sweep
+    from sand_framework.sweep.spec import arm_overrides
+
+    spec = load_sweep(Path(__file__).resolve().parent.parent / "experiments" / f"{name}.yaml")
+
+    def recipe(arm, seed):
+        return validate(load_recipe(spec.recipe_path(arm), arm_overrides(arm, seed))[0], registries)
+
+    for arm in (a for a in spec.arms if a.reuse):
+        seed = spec.seeds_of(arm)[0]
+        mine, theirs = recipe(arm, seed), recipe(spec.arm(arm.reuse), seed)
+        for stage in arm.reuse_stages:
+            assert stage_inputs(mine, stage) == stage_inputs(theirs, stage), (arm.name, stage)
 
 
 def test_seed_and_arm_filters_touch_only_the_selected_runs(tmp_path):
