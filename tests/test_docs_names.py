@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 EXAMPLE = REPO / "plugins" / "examples" / "sand-example-plugin"
 CHECKED = ("docs/concepts.md", "docs/writing-plugins.md", "docs/recipes.md", "docs/cli.md", "docs/hooks.md",
-           "docs/results.md", "docs/results-v1.md", "plugins/examples/sand-example-plugin/README.md")
+           "docs/methods.md", "docs/results.md", "docs/results-v1.md", "plugins/examples/sand-example-plugin/README.md")
 ROOTS = ("sand_framework/", "plugins/", "tests/", "benchmarks/", "recipes/", "docs/", "scripts/", "experiments/")
 """A code span starting with one of these is a path in the repository (or in the example package)."""
 GLOBAL_OPTIONS = {"--plugins-dir", "--allow-recipe-plugins", "--help", "--version"}
@@ -306,6 +306,18 @@ def test_table_checks_catch_a_wrong_table():
     hooks = _doc("hooks.md").replace("`in_process`, `process_pool`, `ray`", "`in_process`, `warp_drive`")
     problems = builtin_problems(concepts, hooks)
     assert len(problems) == 2 and "webshop" in problems[0] and "warp_drive" in problems[1], problems
+
+
+def test_methods_md_documents_every_built_in_method_and_its_parameters():
+    """docs/methods.md has a section per built-in method and names each of its parameters (`method.<param>`), and
+    the best_of_n evaluator's (`evaluator.<param>`)."""
+    text, regs = _doc("methods.md"), _registries()
+    missing = [f"## `{name}`" for name in regs["method"].entries if f"`{name}`" not in text]
+    for kind, names in (("method", list(regs["method"].entries)), ("evaluator", ["best_of_n"])):
+        for name in names:
+            params = regs[kind].entries[name].cls.Params
+            missing += [f"`{kind}.{f.name}`" for f in dataclasses.fields(params) if f"`{kind}.{f.name}`" not in text]
+    assert not missing, "docs/methods.md lacks: " + ", ".join(missing)
 
 
 def test_recipe_examples_validate():
