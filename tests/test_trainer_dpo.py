@@ -327,3 +327,11 @@ def test_ddp_two_processes_on_cpu(tiny, tmp_path):
     s = _summary(tmp_path)
     assert s["steps"] == 2 and s["pairs"] == 4
     assert not list(tmp_path.glob("final.tmp*"))
+
+
+def test_warmup_ratio_becomes_whole_steps(tiny, tmp_path):
+    """ETO's constant_with_warmup 0.1: 4 pairs at batch 2 for 5 epochs = 10 optimizer steps, 1 of them warm-up."""
+    built = DpoTrainer(_params(max_steps=-1, batch_size=2, per_device_batch_size=1, warmup_ratio=0.1,
+                               lr_scheduler_type="constant_with_warmup")).build(_request(tiny, tmp_path, epochs=5))
+    assert built.args.warmup_steps == 1 and built.args.gradient_accumulation_steps == 2
+    assert built.args.lr_scheduler_type == "constant_with_warmup"

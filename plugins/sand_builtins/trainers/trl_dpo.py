@@ -51,7 +51,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import shutil
 import time
@@ -69,6 +68,7 @@ from sand_builtins.models import is_adapter
 from sand_builtins.trainers import dpo_launch
 from sand_builtins.trainers.checkpoints import latest_checkpoint
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
+from sand_builtins.trainers.loading import optimizer_steps, prepare_loading, warmup_steps
 from sand_builtins.trainers.progress import RichProgress
 from sand_builtins.trainers.trl_sft import LaunchParams, parse_trackers, release_memory
 
@@ -179,20 +179,6 @@ def _same_weights(a: str | None, b: str | None) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
-def _warmup_steps(ratio: float, total_steps: int) -> int:
-    return math.ceil(total_steps * ratio) if ratio > 0 else 0
-
-
-def _optimizer_steps(examples: int, per_device: int, world: int, accumulation: int, epochs: float,
-                     max_steps: int) -> int:
-    """Optimizer steps transformers' ``Trainer`` takes (its formula: a partial accumulation counts)."""
-    if max_steps > 0:
-        return max_steps
-    batches = max(1, math.ceil(examples / (max(1, per_device) * max(1, world))))
-    per_epoch = max(batches // accumulation + int(batches % accumulation > 0), 1)
-    return max(1, math.ceil(epochs * per_epoch))
-
-
 def _sand_dpo_trainer_class():
     """TRL's ``DPOTrainer`` taking our pre-tokenized, pre-masked rows as they are."""
     from trl import DPOTrainer
@@ -231,6 +217,8 @@ class DpoTrainer(PreferenceTrainer):
         self.reference: str = ""
         """How the last :meth:`build` held the reference model (recorded in the training summary)."""
         self.merge_at_end = False
+        self.loading: Any = None
+        """How the last :meth:`build` loaded the model (:class:`~sand_builtins.trainers.loading.LoadingMode`)."""
 
     @classmethod
     def weights_kind(cls, params: Params) -> str:
@@ -354,8 +342,8 @@ class DpoTrainer(PreferenceTrainer):
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
-        total = _optimizer_steps(len(dataset), p.per_device_batch_size, world, accum, float(request.epochs),
-                                 p.max_steps)
+        total = optimizer_steps(len(dataset), p.per_device_batch_size, world, accum, float(request.epochs),
+                                p.max_steps)
         callbacks = [*self.extra_callbacks, RichProgress(f"dpo {out.name}")]
         trackers = parse_trackers(p.report_to)
         if "tensorboard" in trackers:
@@ -373,7 +361,7 @@ class DpoTrainer(PreferenceTrainer):
             gradient_accumulation_steps=accum,
             learning_rate=self.learning_rate,
             lr_scheduler_type=p.lr_scheduler_type,
-            warmup_steps=_warmup_steps(float(p.warmup_ratio), total),
+            warmup_steps=warmup_steps(float(p.warmup_ratio), total),  # an int: transformers 4 and 5 alike
             weight_decay=p.weight_decay,
             beta=self.beta,
             loss_type=losses,
@@ -398,7 +386,8 @@ class DpoTrainer(PreferenceTrainer):
             dataset_num_proc=None,
             disable_tqdm=True,
         )
-        _ = config.device  # arguments before weights: accelerate's state (and process group) exist for the load
+        # arguments before weights: the loads below are ZeRO-3 / FSDP-aware (.loading)
+        self.loading = prepare_loading(config)
         model, ref_model, peft_config, ref_adapter = self._load_models(request, dtype)
         model.config.use_cache = False
         trainer = _sand_dpo_trainer_class()(
@@ -527,6 +516,7 @@ class DpoTrainer(PreferenceTrainer):
             "truncated_pairs": self.examples.truncated,
             "dropped_pairs": self.examples.dropped,
             "resumed_from": resumed,
+            "loading": dataclasses.asdict(self.loading) if self.loading is not None else None,
         }
         tmp = out / "training_summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2))
