@@ -87,6 +87,17 @@ def test_load_run_bands_from_base(tmp_path):
     assert run.synthesis[1]["deliberated"] == 2
 
 
+def test_an_unfinished_synthesis_is_totalled_from_its_units(tmp_path):
+    """A synthesis stage not yet marked done: the report sums its recorded units (the method kind's totals)."""
+    path = make_run(tmp_path / "a", "partial")
+    state = json.loads((path / "state.json").read_text())
+    del state["done"]["synth/iter1"]
+    (path / "state.json").write_text(json.dumps(state))
+    summary = load_run(path).synthesis[1]
+    assert summary["partial"] is True and summary["trajectories"] == 1
+    assert summary["deliberated"] == 2 and summary["deliberation_rate"] == 0.5
+
+
 def test_report_on_synthetic_run(tmp_path):
     out = tmp_path / "report"
     md = build_report([make_run(tmp_path / "a", "full")], out).read_text()

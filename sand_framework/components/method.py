@@ -112,14 +112,20 @@ class Method(Component, abc.ABC):
         """
 
     def summarize(self, units: list[dict[str, Any]]) -> dict[str, Any]:
-        """Provided: the sum of each stat over the units, ``trajectories`` (the unit count) and, where the
-        units count ``steps`` and ``deliberated``, the ``deliberation_rate``."""
-        total: dict[str, Any] = {}
-        for u in units:
-            for k, v in u.get("stats", {}).items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    total[k] = round(total.get(k, 0) + v, 2)
-        total["trajectories"] = len(units)
-        if total.get("steps"):
-            total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)
-        return total
+        """Provided: :func:`unit_totals` of the units."""
+        return unit_totals(units)
+
+
+def unit_totals(units: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sum of each stat over a stage's units, ``trajectories`` (the unit count) and, where the units count
+    ``steps`` and ``deliberated``, the ``deliberation_rate`` (what :meth:`Method.summarize` provides; ``sand report``
+    totals an unfinished stage's units with it)."""
+    total: dict[str, Any] = {}
+    for u in units:
+        for k, v in u.get("stats", {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total[k] = round(total.get(k, 0) + v, 2)
+    total["trajectories"] = len(units)
+    if total.get("steps"):
+        total["deliberation_rate"] = round(total.get("deliberated", 0) / total["steps"], 4)
+    return total

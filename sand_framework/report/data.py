@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from sand_framework.components import TaskResult
+from sand_framework.components.method import unit_totals
 from sand_framework.errors import RunDirError
 from sand_framework.metrics import difficulty_bands, task_results_from_units
 from sand_framework.store import RunLayout as L, UnitLog, read_json
@@ -117,8 +118,6 @@ def load_run(path: str | Path) -> RunData:
 
 def load_synthesis(path: Path, metrics: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Synthesis totals per iteration: from state.json when the stage finished, else from its unit log."""
-    from sand_framework.engine.pipeline import synthesis_summary
-
     done = (read_json(path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
     out: dict[int, dict[str, Any]] = {}
     for k in L.iterations_in(path):
@@ -128,7 +127,7 @@ def load_synthesis(path: Path, metrics: dict[str, Any]) -> dict[int, dict[str, A
         summary = done.get(L.synth_stage(k)) or (metrics.get("synthesis") or {}).get(f"iter{k}")
         if not summary:
             units = list(UnitLog(d).values())
-            summary = {**synthesis_summary(units), "partial": True} if units else None
+            summary = {**unit_totals(units), "partial": True} if units else None
         if summary:
             out[k] = dict(summary)
     return out
