@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "plugins" / "examples" / "sand-example-plugin"
 RECIPE = PKG / "recipes" / "example.yaml"
 DELIBERATE_RECIPE = PKG / "recipes" / "example-deliberate.yaml"
+METHOD_RECIPE = PKG / "recipes" / "example-method.yaml"
 ENV_VARS = ("SAND_PLUGINS_ALLOW", "SAND_PLUGINS_DENY", "SAND_LOAD_ENTRYPOINTS", "SAND_RECIPE_PATH")
 
 
@@ -77,7 +78,7 @@ def _plugins(site: Path | None, **env: str) -> dict[str, dict]:
 def test_plugins_lists_the_example_with_version_and_hooks(site):
     info = _plugins(site)["example"]
     assert info == {"name": "example", "version": "0.1.0", "source": "entrypoint",
-                    "hooks": ["sand_register_detectors", "sand_register_environments"]}
+                    "hooks": ["sand_register_detectors", "sand_register_environments", "sand_register_methods"]}
     assert "example" not in _plugins(None)  # not installed in the venv itself
 
 
@@ -93,6 +94,33 @@ def test_components_show_the_new_detector_and_environment(site):
     proc = sand(site, "components", "environment", "--json")
     envs = {r["name"]: r["plugin"] for r in json.loads(proc.stdout)}
     assert envs["light_switches"] == "example"
+
+
+def test_components_show_the_new_method(site):
+    proc = sand(site, "components", "method", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert {"sand", "rft", "eto", "ipr", "successful_replay"} <= set(rows)
+    mine = rows["successful_replay"]
+    assert mine["kind"] == "method" and mine["plugin"] == "example"
+    assert [(p["name"], p["default"]) for p in mine["params"]] == [("min_reward", 1.0)]
+    assert "successful_replay" in sand(site, "components", "method").stdout
+
+
+def test_run_the_example_method_recipe(site, tmp_path):
+    """A method from a separate package builds iteration 1 of a real run (light switches, tiny model)."""
+    proc = sand(site, "run", str(METHOD_RECIPE), "--run-dir", str(tmp_path / "run"), "data.limit=2",
+                "eval.limit=1", "eval.models=[final]", "eval.splits=[unseen]", "trainer.max_steps=1", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads((tmp_path / "run" / "state.json").read_text())["done"]
+    assert state["synth/iter1"]["method"] == "successful_replay"
+    assert state["synth/iter1"]["kept"] == state["synth/iter1"]["trajectories"] == 2
+    assert state["train/iter1"]["trajectories"] == 2
+    units = [json.loads(line)["data"] for line in (tmp_path / "run" / "iter1" / "synthesis.units.jsonl")
+             .read_text().splitlines()]
+    assert all(u["kept"] and u["reward"] == 1.0 for u in units)
+    bad = sand(site, "validate", str(METHOD_RECIPE), "method.min_reward=2")
+    assert bad.returncode == 2 and "method[successful_replay]" in bad.stderr and "min_reward" in bad.stderr
 
 
 def test_validate_example_recipe(site):

@@ -1,4 +1,4 @@
-"""Example SAND plugin: a light-switch puzzle environment and a majority-margin detector.
+"""Example SAND plugin: a light-switch puzzle environment, a majority-margin detector and an iteration method.
 
 SAND finds this module through the ``sand`` entry-point group declared in
 ``pyproject.toml`` and calls the ``@hookimpl`` functions below once at
@@ -12,6 +12,7 @@ from sand_framework import hookimpl
 
 from sand_example.detectors import MajorityMarginDetector
 from sand_example.lights import LightSwitchesEnv
+from sand_example.methods import SuccessfulReplayMethod
 
 __version__ = "0.1.0"
 
@@ -26,4 +27,9 @@ def sand_register_detectors(register):
     register(MajorityMarginDetector)
 
 
-__all__ = ["LightSwitchesEnv", "MajorityMarginDetector", "__version__"]
+@hookimpl
+def sand_register_methods(register):
+    register(SuccessfulReplayMethod)
+
+
+__all__ = ["LightSwitchesEnv", "MajorityMarginDetector", "SuccessfulReplayMethod", "__version__"]
