@@ -519,3 +519,47 @@ def test_sigkill_during_the_ipr_stage_resumes_to_identical_units(tmp_path, plugi
             kills -= 1  # a torn record (the kill landed mid-write) is redone, once per kill at most
     assert kills >= 0 and len(ids) == len(set(ids)) == 4, "every trajectory built exactly once across processes"
     assert stage_units(run) == straight
+
+
+# ---------------------------------------------------------------------- recipes
+
+
+def test_method_params_are_validated_with_every_problem_at_once(plugins):
+    from sand_framework.config import load_recipe, validate
+    from sand_framework.errors import RecipeError
+
+    for name, bad, field in [("rft", ["method.k=0", "method.temperature=-1"], ("k", "temperature")),
+                             ("eto", ["method.expert_reward=gpt", "method.truncate_rejected=-3"],
+                              ("expert_reward", "truncate_rejected")),
+                             ("ipr", ["method.mc_samples=0", "method.steps_per_trajectory=0"],
+                              ("mc_samples", "steps_per_trajectory"))]:
+        data, _ = load_recipe("smoke", [f"method={name}", *bad])
+        with pytest.raises(RecipeError) as err:
+            validate(data, plugins[1])
+        assert all(f"method[{name}]" in str(err.value) and f in str(err.value) for f in field), str(err.value)
+    for setting in ("auto", None, 10):
+        data, _ = load_recipe("smoke", ["method=eto", f"method.truncate_rejected={'null' if setting is None else setting}"])
+        assert validate(data, plugins[1]).slots["method"][1].truncate_rejected == setting
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,args", [
+    ("rft", ["method.k=2", "method.max_new_tokens=48"]),
+    ("eto", ["method.max_new_tokens=48"]),
+    ("ipr", ["method.mc_samples=2", "method.max_new_tokens=48", "method.max_rollout_steps=2"]),
+])
+def test_sand_run_with_each_method(tmp_path, name, args):
+    """The whole loop through the CLI with each baseline (about a minute each): expert, SFT, the method's
+    iteration, its training (SFT for RFT, DPO for ETO and IPR), evaluation."""
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "sand_framework.cli.main", "run", "smoke", f"method={name}", *args,
+                           "--run-dir", str(run)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads((run / "state.json").read_text())["done"]
+    assert state["synth/iter1"]["method"] == name and state["synth/iter1"]["trajectories"] == 3
+    if name == "rft":
+        assert state["train/iter1"]["trajectories"] == 3 + state["synth/iter1"]["kept"]
+    else:
+        assert state["train/iter1"]["pairs"] == state["synth/iter1"]["pairs"] > 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["eval"]) == {"sft", "final"} and metrics["weights"]["final"].endswith("iter1/final")
