@@ -563,3 +563,20 @@ def test_sand_run_with_each_method(tmp_path, name, args):
         assert state["train/iter1"]["pairs"] == state["synth/iter1"]["pairs"] > 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert set(metrics["eval"]) == {"sft", "final"} and metrics["weights"]["final"].endswith("iter1/final")
+
+
+def test_explorations_run_in_the_process_pool_executors_workers(world, registries):
+    """With ``executor: process_pool`` the methods' episodes are stepped in its worker processes and give the
+    same units as in this process."""
+    env, _ = world
+    trajs = experts(env)[:2]
+    executor = registries.build("executor", "process_pool", {"workers": 2, "max_parallel": 4})
+    try:
+        t = MethodTools(env=env, policy=ScriptedPolicy(), component=lambda slot: executor, iteration=1,
+                        weights={"agent": None, "sft": None, "base": None})
+        method = RftMethod(RftMethod.Params(k=3, max_new_tokens=16))
+        remote = method.build(trajs, t, seed=2)
+        assert executor.stats["env_steps"] > 0 and all(pid for pid in executor.worker_pids())
+    finally:
+        executor.close()
+    assert remote == method.build(trajs, tools(world, ScriptedPolicy()), seed=2)
