@@ -538,7 +538,8 @@ def test_method_params_are_validated_with_every_problem_at_once(plugins):
             validate(data, plugins[1])
         assert all(f"method[{name}]" in str(err.value) and f in str(err.value) for f in field), str(err.value)
     for setting in ("auto", None, 10):
-        data, _ = load_recipe("smoke", ["method=eto", f"method.truncate_rejected={'null' if setting is None else setting}"])
+        value = "null" if setting is None else setting
+        data, _ = load_recipe("smoke", ["method=eto", f"method.truncate_rejected={value}"])
         assert validate(data, plugins[1]).slots["method"][1].truncate_rejected == setting
 
 

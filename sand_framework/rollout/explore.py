@@ -109,7 +109,8 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
     try:
         groups: dict[Any, list[int]] = {}
         for i, req in enumerate(requests):
-            key = (req.seed if req.seed is not None else sampling.seed) if group_by_seed and sampling.temperature > 0 else 0
+            sampled = group_by_seed and sampling.temperature > 0
+            key = (req.seed if req.seed is not None else sampling.seed) if sampled else 0
             groups.setdefault(key, []).append(i)
         for key, idx in groups.items():
             group_seed = requests[idx[0]].seed if requests[idx[0]].seed is not None else sampling.seed

@@ -26,7 +26,8 @@ from sand_framework.components import IterationData, Method, MethodTools
 from sand_framework.rollout import ExploreRequest, explore
 from sand_framework.types import PreferencePair, SamplingParams, Step, Trajectory
 
-from sand_builtins.methods.common import TRUNCATE_REJECTED, env_family, expert_reward, expert_reward_rule, pools, task_seed
+from sand_builtins.methods.common import (TRUNCATE_REJECTED, env_family, expert_reward, expert_reward_rule, pools,
+                                          task_seed)
 
 
 def truncated(steps: list[Step], expert_steps: int, extra_messages: int | None) -> list[Step]:
@@ -41,7 +42,8 @@ class EtoMethod(Method):
     """Trajectory preference pairs: the expert's trajectory against the agent's failed exploration (DPO)."""
 
     name = "eto"
-    description = "explore each training task; pair the expert's trajectory with the agent's when their rewards differ (DPO)"
+    description = ("explore each training task; pair the expert's trajectory with the agent's when their rewards "
+                   "differ (DPO)")
     produces = "preference"
     uses = ("executor",)
     """Only for its environment pool and ``max_parallel``."""
@@ -79,8 +81,10 @@ class EtoMethod(Method):
         src = pools(tools)
         rule, cut = expert_reward_rule(p.expert_reward, tools.env.name), self._truncation(tools.env.name)
         found = explore([ExploreRequest(t, prefix=0, seed=task_seed(seed, t, "eto")) for t in trajectories],
-                        tools.env, tools.policy, SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens),
-                        pool=src.pool(tools.env), max_parallel=src.max_parallel, group_by_seed=not p.cross_task_batching)
+                        tools.env, tools.policy,
+                        SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens),
+                        pool=src.pool(tools.env), max_parallel=src.max_parallel,
+                        group_by_seed=not p.cross_task_batching)
         units = []
         for traj, ex in zip(trajectories, found):
             agent, r_expert = ex.trajectory, expert_reward(traj, rule)

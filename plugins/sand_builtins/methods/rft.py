@@ -28,7 +28,8 @@ class RftMethod(Method):
     """The agent's own successful explorations of the training tasks join the expert data (SFT)."""
 
     name = "rft"
-    description = "explore each training task k times (temperature T); successful distinct trajectories join the SFT data"
+    description = ("explore each training task k times (temperature T); successful distinct trajectories join "
+                   "the SFT data")
     produces = "sft"
     uses = ("executor",)
     """Only for its environment pool and ``max_parallel`` (waves of episodes); its sampling settings are these."""
