@@ -14,7 +14,7 @@ the ones below it:
 5. the loop: engine (pipeline, synthesis, expert, evaluation of tasks)
 6. the application: app (runner, model evaluation, reuse), and the plugin test kit that drives the loop
    (testing.detectors; the rest of testing is core)
-7. what users run: report, sweep, cli
+7. what users run: report, sweep, view, cli
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sand_builtins",),
     ("sand_framework.engine",),
     ("sand_framework.app", "sand_framework.testing.detectors"),
-    ("sand_framework.report", "sand_framework.sweep", "sand_framework.cli"),
+    ("sand_framework.report", "sand_framework.sweep", "sand_framework.view", "sand_framework.cli"),
 ]
 
 

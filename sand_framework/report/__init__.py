@@ -64,6 +64,16 @@ def build_report(run_dirs: list[str | Path], out_dir: str | Path, bands_from: st
     if tb:
         md += ["## Training curves", "", "Training logs are TensorBoard event files: `tensorboard --logdir "
                + " ".join(f"{r.shown_path}/weights" for r in tb) + "`.", ""]
+    md += ["## Browse", "", "Every synthesized step (samples, detector, rollouts, critiques, the deliberation and the "
+           "training target) and every evaluated episode side by side, as an offline site: "
+           + ", ".join(f"`sand view {r.shown_path}`" for r in runs) + " (writes `RUN/view/index.html`)."]
+    views = [r for r in runs if (r.path / "view" / "index.html").is_file()]
+    if views:
+        import os
+
+        md += ["", "Built already: " + ", ".join(
+            f"[{r.label}]({os.path.relpath(r.path / 'view' / 'index.html', out)})" for r in views) + "."]
+    md.append("")
     path = out / "report.md"
     atomic_write_text(path, "\n".join(md))
     path.chmod(0o644)
