@@ -104,7 +104,7 @@ def plugins(plugin_dirs):
 
 # Command groups living in their own modules (sand components, sand data ..., sand env ..., sand report, ...).
 # Each module defines a click command or group named ``command``.
-COMMAND_MODULES = ("components", "data", "env", "report", "evaluate", "sweep", "plan")
+COMMAND_MODULES = ("components", "data", "env", "report", "evaluate", "sweep", "plan", "view")
 
 
 def _add_command_modules() -> None:
