@@ -31,6 +31,8 @@ PAIRS_PER_CHUNK = 50
 SLOTS = ("environment", "policy", "method", "sampler", "detector", "executor", "critic", "synthesizer", "trainer",
          "preference_trainer", "evaluator")
 """Recipe slots listed in the overview, in pipeline order (others found in the recipe follow)."""
+SECTIONS = ("run", "model", "data", "eval", "plugins")
+"""Recipe sections that are not component slots (``run`` has a ``name`` too)."""
 
 
 @dataclass
@@ -106,8 +108,8 @@ def parse_markdown_table(md: str) -> dict[str, Any]:
 def components(recipe: dict[str, Any]) -> list[dict[str, Any]]:
     """Each recipe slot with its component and the parameters the recipe sets."""
     out = []
-    kinds = [k for k in SLOTS if k in recipe] + [k for k, v in recipe.items()
-                                                 if k not in SLOTS and isinstance(v, dict) and "name" in v]
+    kinds = [k for k in SLOTS if k in recipe] + [k for k, v in recipe.items() if k not in SLOTS and k not in
+                                                 SECTIONS and isinstance(v, dict) and "name" in v]
     for kind in kinds:
         node = recipe.get(kind)
         if isinstance(node, dict):
