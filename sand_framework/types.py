@@ -212,3 +212,7 @@ class SamplingParams(_Record):
     temperature: float = 0.0
     max_new_tokens: int = 96
     seed: int | None = None
+    seeds: list[int] | None = None
+    """One seed per chat of the call (overrides ``seed``): chat ``i``'s samples depend on its own chat and
+    ``seeds[i]`` only, not on which other chats share the call (what lets lock-step and asynchronous rollouts,
+    and a resumed batch, give the same texts). Backends that cannot seed per chat use ``seed``."""

@@ -32,7 +32,9 @@ class ScriptedPolicy(Policy):
         self.calls.append((role, len(chats), sampling.n))
         rng = random.Random(sampling.seed) if sampling.seed is not None else self.rng
         out = []
-        for chat in chats:
+        for i, chat in enumerate(chats):
+            if sampling.seeds:  # one seed per chat: its samples do not depend on the rest of the call
+                rng = random.Random(sampling.seeds[i])
             prompt = chat[-1]["content"]
             if role == "agent":
                 texts = [f"Thought: try.\nAction: {rng.choice(self.actions)}" for _ in range(sampling.n)]

@@ -1,5 +1,8 @@
 """Agent episodes advanced in lock-step: one batched model call per step for all live episodes.
 
+(:mod:`sand_framework.rollout.asynchronous` runs the same episodes asynchronously; both send each turn with
+its own seed, :func:`turn_seed`, so they give the same episodes.)
+
 Rollout executors and evaluators both need "let the agent act until done";
 doing it here once keeps their behaviour identical (same parsing, same
 treatment of invalid actions, same step caps, same token accounting). A recorded
@@ -8,6 +11,7 @@ episode is checked by replaying it (:func:`replay_outcome`, used on import).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +20,17 @@ from sand_framework.prompting import format_observation, format_turn, parse_turn
 from sand_framework.types import Chat, Role, SamplingParams, Step, StepResult, Trajectory
 
 INVALID_FEEDBACK = "Invalid reply: answer with one line 'Thought: ...' and one line 'Action: <a valid action>'."
+
+
+def derive_seed(*parts: object) -> int:
+    """A 32-bit seed from any parts (a batch seed, a task id, a step index): stable across processes."""
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def turn_seed(episode_seed: int, turn: int) -> int:
+    """The sampling seed of an episode's turn ``turn`` (0 = its first agent turn, counting the steps it holds):
+    one per request, so a sampled turn depends on its own chat and seed, never on what shares its batch."""
+    return derive_seed(episode_seed, "turn", turn)
 
 
 @dataclass
@@ -33,6 +48,9 @@ class Episode:
     invalid_actions: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    seed: int | None = None
+    """The episode's sampling seed (each turn's is :func:`turn_seed` of it); None = derived from the call's
+    ``sampling.seed`` and the episode's position in the call (:func:`assign_seeds`)."""
 
     def record(self, thought: str, action: str, observation: str) -> None:
         self.steps.append(Step(thought=thought, action=action, observation=observation))
@@ -77,20 +95,37 @@ def act_all(episodes: list[Episode], turns: list[tuple[str, str, bool]], pool: A
         apply(ep, thought, action, by_episode[id(ep)] if valid else None)
 
 
+def assign_seeds(episodes: list[Episode], sampling: SamplingParams) -> None:
+    """Give each episode without a seed ``derive_seed(sampling.seed, i)`` (``i``: its position in the call); no-op
+    for greedy decoding or without ``sampling.seed``."""
+    if sampling.seed is None or sampling.temperature is None or sampling.temperature <= 0:
+        return
+    for i, ep in enumerate(episodes):
+        if ep.seed is None:
+            ep.seed = derive_seed(sampling.seed, "episode", i)
+
+
 def run_lockstep(episodes: list[Episode], policy: Policy, sampling: SamplingParams, role: Role = "agent",
                  pool: Any = None) -> None:
     """Advance every episode until done: per depth, one batched ``generate`` for all live chats, then one
-    ``pool.step_all`` for all their environments (``pool=None``: the episodes hold environments, stepped here)."""
-    sampling = SamplingParams(n=1, temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
-                              seed=sampling.seed)
+    ``pool.step_all`` for all their environments (``pool=None``: the episodes hold environments, stepped here).
+
+    Sampled turns carry one seed each (``SamplingParams.seeds``: :func:`turn_seed` of the episode's seed), so
+    an episode does not depend on which others share its calls; greedy turns carry none."""
+    assign_seeds(episodes, sampling)
+    greedy = sampling.temperature is None or sampling.temperature <= 0
     step = 0
     while True:
         live = [e for e in episodes if not e.done]
         if not live:
             return
-        if sampling.seed is not None:
-            sampling.seed = sampling.seed + step
-        outputs = policy.generate([e.chat for e in live], sampling, role=role)
+        seeds = None if greedy or any(e.seed is None for e in live) else [
+            turn_seed(e.seed, len(e.steps)) for e in live]
+        # Greedy calls keep the call's seed plus the depth (ignored by real backends; a scripted one may use it).
+        seed = seeds[0] if seeds else (None if sampling.seed is None else sampling.seed + step)
+        sp = SamplingParams(n=1, temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
+                            seed=seed, seeds=seeds)
+        outputs = policy.generate([e.chat for e in live], sp, role=role)
         turns = []
         for episode, (completion, *_) in zip(live, outputs):
             episode.prompt_tokens += completion.prompt_tokens

@@ -11,33 +11,32 @@ lock-step loop (:func:`~sand_framework.rollout.episodes.run_lockstep`: one
 batched model call per depth, one parallel ``step_all`` on the pool), the same
 parsing, step caps and token accounting.
 
-Sampling seeds and batching: a policy call takes one seed for all its chats,
-so a sampled episode's text depends on which other chats share its calls. With
-``group_by_seed`` (the default) the requests that carry the same ``seed`` are
-played together and apart from the others, so an episode's result depends only
-on its own request and its seed group — not on which other tasks happen to be
-in the batch (what makes a method's units identical after a resume that redoes
-part of a batch). Greedy decoding (``temperature == 0``) ignores seeds and is
-always played in one group.
+Sampling seeds and batching: every sampled turn carries its own seed (the
+episode's seed, ``derive_seed(group seed, "episode", i)`` for the ``i``-th
+request of its wave, and the turn index: :func:`~sand_framework.rollout.episodes.turn_seed`).
+With ``group_by_seed`` (the default) the requests that carry the same ``seed``
+are played together and apart from the others, so an episode's result depends
+only on its own request and its seed group — not on which other tasks happen
+to be in the batch (what makes a method's units identical after a resume that
+redoes part of a batch) — and, for backends that seed per request
+(``SamplingParams.seeds``), not on the rollout mode: ``mode="async"``
+(:func:`~sand_framework.rollout.asynchronous.run_async`) gives the same
+episodes as lock-step. Greedy decoding (``temperature == 0``) ignores seeds and
+is always played in one group.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from sand_framework.components import Environment, Policy
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
-from sand_framework.rollout.episodes import INVALID_FEEDBACK, Episode, run_lockstep
+from sand_framework.rollout.asynchronous import run_episodes
+from sand_framework.rollout.episodes import INVALID_FEEDBACK, Episode, derive_seed
 from sand_framework.rollout.pool import EnvPool
 from sand_framework.types import Role, SamplingParams, Step, Trajectory
-
-
-def derive_seed(*parts: object) -> int:
-    """A 32-bit seed from any parts (a batch seed, a task id, a step index): stable across processes."""
-    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
 
 
 @dataclass
@@ -96,12 +95,15 @@ def replayable(steps: list[Step]) -> list[Step]:
 
 def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sampling: SamplingParams,
             pool: EnvPool | None = None, role: Role = "agent", max_parallel: int | None = None,
-            verify_replay: bool = True, group_by_seed: bool = True) -> list[Exploration]:
+            verify_replay: bool = True, group_by_seed: bool = True, mode: str = "lockstep",
+            max_concurrency: int | None = None) -> list[Exploration]:
     """Play every request to its end; results in request order.
 
     ``pool`` holds the environments (an executor's pool, so its workers step them; None = a local pool of
     ``env`` made for this call and closed after it). At most ``max_parallel`` episodes run together (None:
-    a whole seed group); ``sampling`` gives temperature, ``max_new_tokens`` and the default seed.
+    a whole seed group); ``sampling`` gives temperature, ``max_new_tokens`` and the default seed. ``mode``:
+    ``lockstep`` or ``async`` (each wave's episodes on their own, at most ``max_concurrency`` at a time; None =
+    the whole wave).
     """
     own_pool = pool is None
     pool = pool if pool is not None else EnvPool(env)
@@ -119,7 +121,7 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
                 part = idx[w:w + wave]
                 seed = None if group_seed is None else (group_seed if w == 0 else derive_seed(group_seed, "wave", w))
                 for i, res in zip(part, _play([requests[i] for i in part], env, policy, sampling, seed, pool, role,
-                                              verify_replay)):
+                                              verify_replay, mode, max_concurrency)):
                     out[i] = res
     finally:
         if own_pool:
@@ -128,7 +130,8 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
 
 
 def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, sampling: SamplingParams,
-          seed: int | None, pool: EnvPool, role: Role, verify: bool) -> list[Exploration]:
+          seed: int | None, pool: EnvPool, role: Role, verify: bool, mode: str = "lockstep",
+          max_concurrency: int | None = None) -> list[Exploration]:
     handles = pool.take(len(requests))
     prefixes = [replayable(r.trajectory.steps[:r.prefix]) for r in requests]
     positioned = pool.replay_all([
@@ -137,7 +140,7 @@ def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, samp
         for r, h, steps in zip(requests, handles, prefixes)])
     results: list[Exploration] = []
     live: list[tuple[Exploration, Episode]] = []
-    for req, h, steps, res in zip(requests, handles, prefixes, positioned):
+    for k, (req, h, steps, res) in enumerate(zip(requests, handles, prefixes, positioned)):
         t = req.trajectory
         traj = Trajectory(task_id=t.task_id, env=t.env, instruction=t.instruction, task=t.task)
         ex = Exploration(trajectory=traj, prefix=req.prefix)
@@ -159,11 +162,13 @@ def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, samp
         if cap - req.prefix <= 0:
             continue
         episode = Episode(env=h, chat=trajectory_chat(traj, upto=len(traj.steps)), steps_left=cap - req.prefix,
-                          reward=traj.reward, success=traj.success)
+                          reward=traj.reward, success=traj.success,
+                          seed=None if seed is None else derive_seed(seed, "episode", k))
         live.append((ex, episode))
     if live:
         sp = SamplingParams(temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens, seed=seed)
-        run_lockstep([ep for _, ep in live], policy, sp, role=role, pool=pool)
+        run_episodes([ep for _, ep in live], policy, sp, role=role, pool=pool, mode=mode,
+                     max_concurrency=max_concurrency or len(live))
     for ex, ep in live:
         ex.trajectory.steps += ep.steps
         ex.trajectory.reward, ex.trajectory.success = ep.reward, ep.success
@@ -192,3 +197,12 @@ class PoolSource:
     @property
     def max_parallel(self) -> int | None:
         return getattr(getattr(self.executor, "params", None), "max_parallel", None)
+
+    @property
+    def rollout_mode(self) -> str:
+        """The executor's ``rollout_mode`` (``lockstep`` without one): methods play their episodes the same way."""
+        return getattr(getattr(self.executor, "params", None), "rollout_mode", "lockstep")
+
+    @property
+    def max_concurrency(self) -> int | None:
+        return getattr(getattr(self.executor, "params", None), "max_concurrency", None)
