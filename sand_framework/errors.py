@@ -52,6 +52,31 @@ class RunDirError(SandError):
     exit_code = 3
 
 
+class InputsChanged(RunDirError):
+    """A run is resumed after the recipe, a data file or a plugin changed under one of its stages: resuming
+    would mix two experiments (stages computed from different inputs). The message names the stage and the
+    difference, and the way on (``sand run --resume RUN --redo-from STAGE``)."""
+
+    exit_code = 3
+
+
+class RunStopped(KeyboardInterrupt):
+    """``sand run`` got SIGTERM or SIGINT: the unit in progress is abandoned (finished units are kept), the
+    run's workers and engines are shut down, the lock released, and the command exits 128 + the signal number
+    (143, 130) with one line saying what stopped it and how to continue.
+
+    A :class:`KeyboardInterrupt` (not an ``Exception``), so that no ``except Exception`` in a library or plugin
+    swallows it."""
+
+    def __init__(self, signum: int, message: str = ""):
+        import signal
+
+        self.signum = signum
+        self.signame = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        super().__init__(message or f"stopped by {self.signame}")
+
+
 class EmptyStageError(SandError):
     """A stage would finish on no input (no expert trajectory, nothing to synthesize or train on).
 

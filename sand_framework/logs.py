@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from sand_framework.errors import RunStopped
+
 LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
 """The levels ``--log-level`` accepts, most verbose first."""
 
@@ -49,6 +51,28 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def _about_a_stop(record: logging.LogRecord) -> bool:
+    """A record a library logged about the interrupt that stops a run (py4j logs its KeyboardInterrupt with a
+    traceback): the run's own line says what happened."""
+    return bool(record.exc_info) and isinstance(record.exc_info[1], RunStopped)
+
+
+class _QuietStops(logging.Filter):
+    """On the console: drop records about a stop (:func:`_about_a_stop`); in ``run.log``: keep them, without the
+    traceback."""
+
+    def __init__(self, keep: bool):
+        super().__init__()
+        self.keep = keep
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _about_a_stop(record):
+            return True
+        if self.keep:
+            record.exc_info, record.exc_text = None, None
+        return self.keep
+
+
 class _ConsoleFormatter(logging.Formatter):
     """``warning: message``, the way SAND's own messages read on the console."""
 
@@ -68,6 +92,7 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
     handler = _StderrHandler()
     handler.setLevel(level.upper())
     handler.setFormatter(_ConsoleFormatter("%(message)s"))
+    handler.addFilter(_QuietStops(keep=False))
     root.addHandler(handler)
     root.setLevel(min(logging.INFO, handler.level))
     for name in CHATTY_LIBRARIES:
@@ -101,10 +126,14 @@ def run_log(path: Path) -> Iterator[None]:
     """
     handler = _RunLogHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
+    handler.addFilter(_QuietStops(keep=True))
     root = logging.getLogger()
     root.addHandler(handler)
     try:
         yield
+    except RunStopped as exc:  # a signal, not a failure: its line (what stopped it, how to go on), no traceback
+        handler.handle(logging.LogRecord(__name__, logging.WARNING, __file__, 0, "%s", (exc,), None))
+        raise
     except BaseException as exc:
         handler.handle(logging.LogRecord(__name__, logging.ERROR, __file__, 0, "the run stopped: %s: %s",
                                          (type(exc).__name__, exc), (type(exc), exc, exc.__traceback__)))

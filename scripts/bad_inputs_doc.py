@@ -27,7 +27,7 @@ every test run: the exit code, the message, and that no traceback is printed).
 `{tmp}` is a scratch folder. Exit codes: 2 = fix the recipe/input, 3 = run
 directory problem, 4 = an environment or model is not installed / not found, 5 = environment workers
 keep failing (the run is resumable), 6 = the run directory's disk is full (see
-the end of this page).
+the end of this page), 130 / 143 = `sand run` stopped by SIGINT / SIGTERM (resumable).
 
 Model output is never a reason to stop: malformed replies (no `Action:`, empty,
 huge, binary) are invalid actions, counted in `invalid_actions_per_task`; see
@@ -39,6 +39,8 @@ FOOTER = """## Faults during a run (tested, not in the table above)
 | fault | what you see | test |
 |---|---|---|
 | the disk of the run directory fills up | exit 6: `no space left on the disk of RUN (...). Every unit finished before is kept; free some space (df -h RUN) and continue with sand run --resume RUN` | `tests/test_disk_full.py` (a real 320 KiB tmpfs, then remounted larger and resumed) |
+| `kill -TERM` / Ctrl-C while the training or synthesis stage runs (as soon as its first unit is logged) | exit 143 / 130 and `stopped by SIGTERM during STAGE: every finished unit is kept, the one in progress is redone; continue with sand run --resume RUN` on the console and in `run.log`; the lock is released, no process the run started (environment workers, JVMs) is left, and the resume finishes with every unit written once | `tests/test_graceful_stop.py` |
+| a finished stage's weights changed, or a plugin's version | `--resume` is refused (exit 3) naming the stage that read them and what differs, with the `--redo-from` command | `tests/test_resume_fingerprints.py` |
 | `kill -9` at any moment | nothing; `sand run --resume RUN` finishes with the same artifacts | `tests/test_fault_injection.py` |
 | an environment worker dies or hangs | nothing; the worker is restarted, its episodes replayed, counted in `metrics.json` (`env_faults_survived`, `env_hangs`) | `tests/test_executors.py` |
 | an environment keeps hanging | exit 5: `env worker(s) [...] kept dying or hanging (...): the environment itself is failing; the run can be resumed once it is fixed` | `tests/test_executors.py` |

@@ -8,7 +8,9 @@ actual output, so the document cannot drift from what users see.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -73,6 +75,48 @@ def _read_only_run(tmp: Path) -> Callable[[], None]:
     return lambda: subprocess.run(["umount", "-l", str(run)], capture_output=True)
 
 
+def _expert_stage_done(tmp: Path, overrides: list[str] = ()) -> Path:
+    """A run directory whose expert stage finished (fingerprint recorded), as `sand run` leaves it."""
+    from sand_framework.app.fingerprint import fingerprint
+    from sand_framework.app.runner import create
+    from sand_framework.engine.context import RunContext
+    from sand_framework.engine.pipeline import Pipeline
+
+    recipe, plugins, regs, rd = create("smoke", list(overrides), run_dir=str(tmp / "run"))
+    ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=regs)
+    try:
+        Pipeline(ctx, before_stage=lambda s: rd.record_fingerprint(s, fingerprint(recipe, rd, regs, plugins, s))
+                 ).expert()
+    finally:
+        ctx.close()
+    return rd.path
+
+
+def _recipe_edited(tmp: Path) -> Callable[[], None]:
+    run = _expert_stage_done(tmp)
+    recipe = run / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("numLocations=4", "numLocations=6"))
+    return lambda: None
+
+
+def _data_file_edited(tmp: Path) -> Callable[[], None]:
+    made = _expert_stage_done(tmp / "env")  # an expert file, as `sand data expert` writes one
+    data = tmp / "expert.json"
+    data.write_bytes((made / "expert" / "expert.sharegpt.json").read_bytes())
+    _expert_stage_done(tmp, ["data.source=sharegpt", f"data.path={data}"])
+    data.write_text(json.dumps(json.loads(data.read_text())[:1]))  # one trajectory fewer
+    return lambda: None
+
+
+def _stage_started(stage: str) -> Callable[[Path], bool]:
+    def ready(tmp: Path) -> bool:
+        try:
+            return stage in json.loads((tmp / "run" / "state.json").read_text()).get("fingerprints", {})
+        except (OSError, ValueError):
+            return False
+    return ready
+
+
 def _nothing_ran(tmp: Path) -> str | None:
     return "the run went past its start" if (tmp / "run" / "expert").exists() else None
 
@@ -125,6 +169,8 @@ class BadInput:
     """Run the command with ``tmp`` as the working folder."""
     forbid: list[str] = field(default_factory=list)
     """Phrases the output must not contain (a secret's value)."""
+    interrupt: tuple[Callable[[Path], bool], int] | None = None
+    """(ready, signal): send the signal to the command once ``ready(tmp)`` holds (a stop during a stage)."""
 
     def run(self, tmp: Path, timeout: float = 300) -> subprocess.CompletedProcess:
         for rel, content in self.files.items():
@@ -137,8 +183,19 @@ class BadInput:
         cleanup = self.setup(tmp) if self.setup else None
         try:
             args = [a.replace("{tmp}", str(tmp)) for a in self.args]
-            return subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                                  cwd=tmp if self.in_tmp else None)
+            if self.interrupt is None:
+                return subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                                      cwd=tmp if self.in_tmp else None)
+            ready, signum = self.interrupt
+            proc = subprocess.Popen([*SAND, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=env, cwd=tmp if self.in_tmp else None)
+            deadline = time.time() + timeout
+            while not ready(tmp) and proc.poll() is None and time.time() < deadline:
+                time.sleep(0.02)
+            if proc.poll() is None:
+                proc.send_signal(signum)
+            out, err = proc.communicate(timeout=timeout)
+            return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         finally:
             if cleanup:
                 cleanup()
@@ -235,6 +292,26 @@ CASES: list[BadInput] = [
              ["recipe.yaml is damaged", "restore it from a copy"], setup=_damage("recipe.yaml", "")),
     BadInput("resuming a run directory you cannot write", ["run", "--resume", "{tmp}/run"], 3,
              ["read-only", "copy it"], setup=_read_only_run),
+    BadInput("resuming a run after editing its recipe.yaml (numLocations=4 -> 6: other games than the finished "
+             "stages were computed on)", ["run", "--resume", "{tmp}/run"], 3,
+             ["since stage 'expert' was computed (finished)", "numLocations=6", "mix two experiments",
+              "--redo-from expert`"], setup=_recipe_edited),
+    BadInput("resuming a run after editing the data file its expert stage read (data.path)",
+             ["run", "--resume", "{tmp}/run"], 3,
+             ["since stage 'expert' was computed", "data.path: the file's content changed", "--redo-from expert"],
+             setup=_data_file_edited),
+    BadInput("--redo-from a stage the run does not have", ["run", "--resume", "{tmp}/run", "--redo-from",
+                                                           "synth/iter3"], 3,
+             ["--redo-from 'synth/iter3': not a stage of this run", "expert, train/iter0, synth/iter1"],
+             setup=lambda tmp: (_stored_run(tmp), lambda: None)[1]),
+    # -- stops --------------------------------------------------------------------------------------------------------
+    BadInput("`kill -TERM` (a scheduler's stop, `timeout`) during the training stage",
+             ["run", "smoke", "data.limit=1", "--run-dir", "{tmp}/run"], 143,
+             ["stopped by SIGTERM during train/iter0", "every finished unit is kept", "sand run --resume"],
+             interrupt=(_stage_started("train/iter0"), signal.SIGTERM)),
+    BadInput("Ctrl-C (SIGINT) during the training stage", ["run", "smoke", "data.limit=1", "--run-dir", "{tmp}/run"],
+             130, ["stopped by SIGINT during train/iter0", "sand run --resume"],
+             interrupt=(_stage_started("train/iter0"), signal.SIGINT)),
     BadInput("a model folder whose config.json is garbage (stops before any stage)",
              ["run", "smoke", "model.base={tmp}/model", "--run-dir", "{tmp}/run"], 4,
              ["config.json is not readable JSON", "model.base"], files={"model/config.json": "\x01garbage"},

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import logging
+import os
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sand_framework.app.fingerprint import check_resume, fingerprint, redo_from as redo_stages, unknown_note
 from sand_framework.config import Recipe, load_recipe, validate
 from sand_framework.config.load import merge, parse_overrides, settle_swaps
 from sand_framework.config.preflight import require_packages
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
-from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError, SandError
+from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError, RunStopped, SandError
 from sand_framework.logs import run_log
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir, RunLayout as L
+
+log = logging.getLogger(__name__)
 
 
 def _plugin_lists(data: dict[str, Any], extra_dirs: list[str]) -> tuple[list[str], list[str]]:
@@ -116,9 +124,88 @@ def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, Plugi
     return recipe, plugins, registries, rd
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""What a cluster scheduler, ``timeout`` and Ctrl-C send first: a run that gets one stops cleanly (exit 128 + N)."""
+
+
+RAISE_AGAIN_S = 1.0
+"""A stop raised where Python ignores exceptions (a finalizer: py4j's objects release their JVM side from
+``__del__``) is lost; until the runner has caught one, the signal is raised again this often."""
+
+
+class _Stop:
+    """The stop in progress: the signal received, and whether the runner has caught its :class:`RunStopped`."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.caught = threading.Event()
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self.caught.is_set():  # a signal during the shutdown (a race with SIG_DFL being set): stop at once
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        if self.signum is None:
+            self.signum = signum
+            threading.Thread(target=self._again, name="sand-stop", daemon=True).start()
+        raise RunStopped(self.signum)
+
+    def _again(self) -> None:
+        while not self.caught.wait(RAISE_AGAIN_S):
+            os.kill(os.getpid(), self.signum)
+
+    def catch(self) -> None:
+        """The runner has the stop: shut down; a further signal now acts at once (the default)."""
+        self.caught.set()
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_DFL)
+
+
+_STOP: _Stop | None = None
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGINT raise :class:`RunStopped` in the main thread: the unit in progress
+    is abandoned (unit logs and state files are written whole or not at all), and the ``finally`` blocks shut
+    the run's workers and engines down and release its lock. A second signal during that shutdown acts at once."""
+    global _STOP
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _STOP = stop = _Stop()
+    old = {s: signal.signal(s, stop.handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        stop.caught.set()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        _STOP = None
+
+
+def _caught(exc: RunStopped) -> RunStopped:
+    if _STOP is not None:
+        _STOP.catch()
+    return exc
+
+
+def stopped_message(exc: RunStopped, stage: str | None, path: Path) -> str:
+    where = f"during {stage}" if stage else "before its first stage"
+    return (f"stopped by {exc.signame} {where}: every finished unit is kept, the one in progress is redone; "
+            f"continue with `sand run --resume {path}`")
+
+
 def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str] = (),
-        resume: str | None = None, run_dir: str | None = None) -> tuple[dict[str, Any], Path]:
-    """Run a recipe in a new run directory, or continue the one at ``resume``."""
+        resume: str | None = None, run_dir: str | None = None, redo_from: str | None = None
+        ) -> tuple[dict[str, Any], Path]:
+    """Run a recipe in a new run directory, or continue the one at ``resume`` (discarding ``redo_from`` and the
+    stages after it first, when given).
+
+    Before any stage, every stage the run holds is checked against its fingerprint
+    (:func:`~sand_framework.app.fingerprint.check_resume`): a changed recipe, data file or plugin is refused."""
+    if redo_from is not None and resume is None:
+        raise RunDirError("--redo-from STAGE continues a run: give it with --resume RUN_DIR")
     if resume is not None:
         if overrides:
             raise RunDirError("overrides cannot change a run being resumed; start a new run instead")
@@ -127,26 +214,49 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         if recipe_ref is None:
             raise RunDirError("give a recipe to run, or --resume RUN_DIR")
         recipe, plugins, registries, rd = create(recipe_ref, overrides, plugin_dirs, run_dir)
-    rd.lock()
-    try:
-        dirs = list(plugin_dirs) or (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
-        rd.write_json(L.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
-                                       "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
-        ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
-        ctx.console.print(f"[bold]run directory[/]: {rd.path}")
-        for note in recipe.notes:
-            ctx.console.print(f"note: {note}", markup=False, highlight=False)
+    with stop_on_signals():
+        rd.lock()
         try:
-            with run_log(rd.path / L.LOG):
-                metrics = Pipeline(ctx).run()
-        except Exception as exc:
-            if (known := stopped_because(exc, rd.path, f"sand run --resume {rd.path}")) is not None:
-                raise known from exc
-            raise
+            dirs = list(plugin_dirs) or (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
+            rd.write_json(L.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
+                                      "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
+            ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
+            ctx.console.print(f"[bold]run directory[/]: {rd.path}")
+            for note in recipe.notes:
+                ctx.console.print(f"note: {note}", markup=False, highlight=False)
+            pipeline = Pipeline(ctx, before_stage=lambda stage: rd.record_fingerprint(
+                stage, fingerprint(recipe, rd, registries, plugins, stage)))
+            try:
+                with run_log(rd.path / L.LOG):
+                    try:
+                        if redo_from is not None:
+                            stages, removed = redo_stages(recipe, rd, redo_from)
+                            said = (f"--redo-from {redo_from}: discarded {', '.join(stages)} (removed "
+                                    f"{', '.join(removed) or 'nothing'})")
+                            log.info(said)
+                            ctx.console.print(said, markup=False, highlight=False)
+                        unknown = check_resume(recipe, rd, registries, plugins)
+                        if unknown:
+                            log.info(unknown_note(unknown))
+                            ctx.console.print(f"note: {unknown_note(unknown)}", markup=False, highlight=False)
+                        metrics = pipeline.run()
+                    except RunStopped as exc:
+                        _caught(exc)
+                        raise RunStopped(exc.signum, stopped_message(exc, pipeline.stage, rd.path)) from None
+                    except Exception as exc:
+                        stop = next((e for e in exception_chain(exc) if isinstance(e, RunStopped)), None)
+                        if stop is None:
+                            raise
+                        _caught(stop)  # a library wrapped the stop in an error of its own
+                        raise RunStopped(stop.signum, stopped_message(stop, pipeline.stage, rd.path)) from None
+                    finally:
+                        ctx.close()
+            except Exception as exc:  # run.log keeps the machine's own error, the console gets what to do
+                if (known := stopped_because(exc, rd.path, f"sand run --resume {rd.path}")) is not None:
+                    raise known from exc
+                raise
         finally:
-            ctx.close()
-    finally:
-        rd.unlock()
+            rd.unlock()
     return metrics, rd.path
 
 

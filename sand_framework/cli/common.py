@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sand_framework.config.codegate import ALLOW_FLAG, allow_recipe_plugins
-from sand_framework.errors import RecipeError, SandError
+from sand_framework.errors import RecipeError, RunStopped, SandError
 
 if TYPE_CHECKING:
     from sand_framework.registry import Registries
@@ -80,6 +80,9 @@ def friendly(fn):
             return fn(*args, **kwargs)
         except SandError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except RunStopped as exc:  # SIGTERM / SIGINT during `sand run`: said, and exit 128 + the signal
+            click.echo(str(exc), err=True)
             sys.exit(exc.exit_code)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise

@@ -38,16 +38,19 @@ def recipe_command(fn):
 @click.argument("overrides", nargs=-1)
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), help="Continue this run directory.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Create the run here instead of run.output_dir/NAME-STAMP.")
+@click.option("--redo-from", metavar="STAGE",
+              help="With --resume: discard STAGE (expert, train/iterK, synth/iterK, eval) and every stage after it, "
+                   "then compute them again (what to do when the recipe or inputs changed under a finished stage).")
 @PLUGINS_DIR
 @friendly
-def run(recipe, overrides, resume, run_dir, plugin_dirs):
+def run(recipe, overrides, resume, run_dir, redo_from, plugin_dirs):
     """Run RECIPE (a path or a bundled name like `quickstart`) with key=value OVERRIDES."""
     from sand_framework.app.runner import run as run_recipe
 
     if recipe and "=" in recipe and resume:  # `sand run --resume DIR` may be followed by nothing else
         overrides = (recipe, *overrides)
         recipe = None
-    metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir)
+    metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir, redo_from)
     echo_eval(metrics, path)
 
 

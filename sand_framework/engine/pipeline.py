@@ -25,7 +25,7 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -54,12 +54,16 @@ def chunks(items: list[T], size: int) -> Iterator[list[T]]:
 
 
 class Pipeline:
-    def __init__(self, ctx: RunContext):
+    def __init__(self, ctx: RunContext, before_stage: Callable[[str], None] | None = None):
         self.ctx = ctx
         self.recipe = ctx.recipe
         self.rd = ctx.run_dir
         self.iteration = 0
         """The SAND iteration being computed (0: expert and behavior initialization), told to observers."""
+        self.stage: str | None = None
+        """The stage the run is in (computing it, or reading it back on a resume); None before the first."""
+        self.before_stage = before_stage
+        """Called with a stage's name before the stage computes anything (the runner records its fingerprint)."""
 
     # -- helpers ---------------------------------------------------------------
 
@@ -76,6 +80,12 @@ class Pipeline:
         self.rd.mark_done(stage, summary)
         self._notify("sand_stage_end", stage=stage, summary=summary)
 
+    def _enter(self, stage: str, computing: bool) -> None:
+        """The run is now in ``stage``; ``computing``: it is not finished, so it is about to compute."""
+        self.stage = stage
+        if computing and self.before_stage is not None:
+            self.before_stage(stage)
+
     def _notify(self, hook_name: str, **kwargs: Any) -> None:
         self.ctx.notify(hook_name, self.iteration, **kwargs)
 
@@ -89,6 +99,7 @@ class Pipeline:
     def expert(self) -> list[Trajectory]:
         """Expert trajectories, one unit per task; a missing or damaged unit is redone, even after the stage."""
         data = self.recipe.data
+        self._enter(L.EXPERT, not self.rd.stage_done(L.EXPERT))
         log = self.rd.units(L.EXPERT_UNITS)
         redone = False
         if log.corrupt:
@@ -146,6 +157,7 @@ class Pipeline:
         """Train stage ``iteration`` on ``trajs`` (SFT) or, when the method produced them, on ``data.pairs``
         with the slot that consumes them (:data:`~sand_framework.components.TRAINER_SLOT`)."""
         stage = L.train_stage(iteration)
+        self._enter(stage, not self.rd.stage_done(stage))
         if self.rd.stage_done(stage):
             return self.rd.stage_result(stage)["weights"]
         epochs = self.recipe.run.epochs
@@ -182,6 +194,7 @@ class Pipeline:
         ``weights`` holds ``agent`` (the weights being improved), ``sft`` and ``base``; each unit is stored as
         its batch finishes, so a resume redoes only the trajectories without an intact record."""
         stage = L.synth_stage(iteration)
+        self._enter(stage, not self.rd.stage_done(stage))
         if not trajs:
             raise EmptyStageError(f"{stage}: no trajectories to build from (the previous stage produced none)")
         method = self._method()
@@ -247,6 +260,7 @@ class Pipeline:
 
     def evaluate(self, weights: dict[str, str | None]) -> dict[str, Any]:
         ev = self.recipe.eval
+        self._enter(L.EVAL, not self.rd.stage_done(L.EVAL))
         evaluator = self.ctx.component("evaluator")
         results: dict[str, Any] = {}
         for model in ev.models:

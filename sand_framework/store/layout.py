@@ -11,7 +11,8 @@ relative to the run directory, as ``/``-separated strings, so both a
     RUN/
       recipe.yaml          resolved recipe (the exact config that ran)
       plugins.json         loaded plugins with versions and hooks
-      state.json           finished stages, in order (stage name -> result)
+      state.json           finished stages, in order (stage name -> result), and each stage's fingerprint
+                           (what it was computed from: recipe sections, input digests, plugin versions)
       run.lock             held (flock) by the process running it
       run.log              the run's log records (SAND's, plugins', warnings), appended by every resume
       expert/trajectories.units.jsonl, expert/expert.sharegpt.json
@@ -35,6 +36,15 @@ class RunLayout:
     RECIPE = "recipe.yaml"
     PLUGINS = "plugins.json"
     STATE = "state.json"
+    STATE_DONE = "done"
+    """Key of ``state.json``: finished stages, in the order they finished (stage name -> result)."""
+    STATE_FINGERPRINTS = "fingerprints"
+    """Key of ``state.json``: stage name -> what the stage was computed from (``recipe``: the recipe sections it
+    reads, ``inputs``: digests of the files it reads, ``plugins``: versions of the plugins of its components),
+    recorded when the stage starts; runs written before fingerprints lack it (an unknown fingerprint)."""
+    DISCARDED = ".discarded"
+    """Where ``--redo-from`` moves a discarded stage's folders before deleting them (a crash mid-way leaves
+    them here, never half-deleted in place; removed by the next ``--redo-from``)."""
     LOCK = "run.lock"
     LOG = "run.log"
     """Every log record of ``sand run`` while it holds the run (SAND's, plugins', warnings), appended by resumes."""
@@ -121,6 +131,42 @@ class RunLayout:
         kind, k = parsed
         return {"expert": [cls.EXPERT], "train": [cls.weights(k)], "synth": [cls.iteration(k)],
                 "eval": [cls.EVAL]}[kind]
+
+    @classmethod
+    def stage_files(cls, stage: str) -> list[str]:
+        """Files outside the stage's folders that a finished stage wrote (``eval``: ``metrics.json``)."""
+        return [cls.METRICS] if stage == cls.EVAL else []
+
+    @classmethod
+    def stage_rank(cls, stage: str) -> float:
+        """Where ``stage`` comes in a run: ``expert`` < ``train/iter0`` < ``synth/iter1`` < ``train/iter1`` < ...
+        < ``eval`` (a stage computes from the ones ranked before it)."""
+        parsed = cls.parse_stage(stage)
+        if parsed is None:
+            raise ValueError(f"not a stage name: {stage!r}")
+        kind, k = parsed
+        return {"expert": 0, "train": 2 * k + 1, "synth": 2 * k, "eval": float("inf")}[kind]
+
+    @classmethod
+    def stages(cls, iterations: int) -> list[str]:
+        """Every stage of a run of ``iterations`` SAND iterations, in order."""
+        out = [cls.EXPERT, cls.train_stage(0)]
+        for k in range(1, iterations + 1):
+            out += [cls.synth_stage(k), cls.train_stage(k)]
+        return [*out, cls.EVAL]
+
+    @classmethod
+    def stages_on_disk(cls, root: Path) -> list[str]:
+        """The stages whose folders exist under the run directory ``root`` (finished or not), in order."""
+        found = [cls.EXPERT] if (root / cls.EXPERT).is_dir() else []
+        found += [cls.synth_stage(k) for k in cls.iterations_in(root) if k >= 1]
+        weights = root / cls.WEIGHTS
+        if weights.is_dir():
+            found += [cls.train_stage(int(m[1])) for p in weights.iterdir()
+                      if p.is_dir() and (m := _ITERATION_FOLDER.fullmatch(p.name))]
+        if (root / cls.EVAL).is_dir() or (root / cls.METRICS).is_file():
+            found.append(cls.EVAL)
+        return sorted(found, key=cls.stage_rank)
 
 
 _ITERATION_STAGE = re.compile(r"(train|synth)/iter(\d+)")

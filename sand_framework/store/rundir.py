@@ -102,6 +102,7 @@ class RunDir:
             raise RunDirError(f"{recipe} is damaged (it holds {'nothing' if data is None else type(data).__name__}, "
                               f"not a recipe). {FIXES[L.RECIPE]}")
         self._state()
+        self.fingerprints()
         plugins = self.read_json(L.PLUGINS, {})
         dirs = plugins.get("plugin_dirs", []) if isinstance(plugins, dict) else None
         if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
@@ -193,11 +194,71 @@ class RunDir:
         """What a finished stage recorded, with paths inside the run resolved against where the run is now."""
         return self._from_stored(self._state()["done"].get(stage))
 
-    def mark_done(self, stage: str, result: Any = None) -> None:
-        """Record ``stage`` as finished; paths inside the run directory are stored relative to it."""
+    def mark_done(self, stage: str, result: Any = None, fingerprint: dict[str, Any] | None = None) -> None:
+        """Record ``stage`` as finished; paths inside the run directory are stored relative to it.
+
+        ``fingerprint`` (what the stage was computed from) is written in the same atomic write; without it, one
+        recorded when the stage started is kept."""
         state = self._state()
-        state["done"][stage] = self._to_stored(result)
-        self.write_json(L.STATE, state)
+        state["done"][stage] = result
+        if fingerprint is not None:
+            state[L.STATE_FINGERPRINTS] = {**self.fingerprints(), stage: fingerprint}
+        self._write_state(state)
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        """``state.json``: the done entries' paths stored run-relative; fingerprints exactly as given (they hold
+        recipe values, which must read back as they were written)."""
+        out = {k: v for k, v in state.items() if k != L.STATE_FINGERPRINTS}
+        out["done"] = self._to_stored(state["done"])
+        fingerprints = state.get(L.STATE_FINGERPRINTS, self.fingerprints())
+        if fingerprints:
+            out[L.STATE_FINGERPRINTS] = fingerprints
+        atomic_write_json(self.file(L.STATE), out)
+
+    def fingerprints(self) -> dict[str, Any]:
+        """Stage -> its recorded fingerprint (stages of runs made before fingerprints have none)."""
+        raw = read_json(self.path / L.STATE, {}, fix=FIXES[L.STATE])
+        found = raw.get(L.STATE_FINGERPRINTS, {}) if isinstance(raw, dict) else {}
+        if not isinstance(found, dict):
+            raise RunDirError(f"{self.path / L.STATE} is damaged (`{L.STATE_FINGERPRINTS}` is not a mapping). "
+                              f"{FIXES[L.STATE]}")
+        return found
+
+    def fingerprint(self, stage: str) -> dict[str, Any] | None:
+        return self.fingerprints().get(stage)
+
+    def record_fingerprint(self, stage: str, fingerprint: dict[str, Any]) -> None:
+        """Record what ``stage`` is computed from (when it starts; kept when it finishes)."""
+        fingerprints = self.fingerprints()
+        if fingerprints.get(stage) != fingerprint:
+            self._write_state({**self._state(), L.STATE_FINGERPRINTS: {**fingerprints, stage: fingerprint}})
+
+    def discard(self, stages: list[str]) -> list[str]:
+        """Forget ``stages`` (``--redo-from``): their folders and files are removed, their ``state.json`` entries
+        (done mark, fingerprint) dropped; nothing else is touched. Returns the paths removed (run-relative).
+
+        Folders are first moved into ``.discarded/`` (a rename: a crash never leaves a half-deleted stage that a
+        resume would take up), then ``state.json`` is rewritten, then ``.discarded/`` is deleted."""
+        trash = self.path / L.DISCARDED
+        removed: list[str] = []
+        for stage in stages:
+            for rel in [*L.stage_folders(stage), *L.stage_files(stage)]:
+                src = self.path / rel
+                if src.exists() or src.is_symlink():
+                    dest = trash / f"{len(removed)}-{rel.replace('/', '_')}"
+                    _mkdir(trash, parents=True, exist_ok=True, what="the run directory")
+                    if dest.exists():
+                        shutil.rmtree(dest, ignore_errors=True)
+                    os.replace(src, dest)
+                    removed.append(rel)
+        state = self._state()
+        fingerprints = self.fingerprints()
+        for stage in stages:
+            state["done"].pop(stage, None)
+            fingerprints.pop(stage, None)
+        self._write_state({**state, L.STATE_FINGERPRINTS: fingerprints})
+        shutil.rmtree(trash, ignore_errors=True)
+        return removed
 
     def _to_stored(self, value: Any) -> Any:
         if isinstance(value, dict):
@@ -243,8 +304,10 @@ class RunDir:
         inside = self.path.absolute().joinpath(*parts[len(parts) - 1 - parts[::-1].index(L.WEIGHTS):])
         return str(inside) if inside.exists() else value
 
-    def adopt(self, source: "RunDir", stage: str, folders: list[str]) -> None:
-        """Take a finished ``stage`` from another run: copy its folders, then mark it done here.
+    def adopt(self, source: "RunDir", stage: str, folders: list[str],
+              fingerprint: dict[str, Any] | None = None) -> None:
+        """Take a finished ``stage`` from another run: copy its folders, then mark it done here (with
+        ``fingerprint``, else the one ``source`` recorded for it).
 
         Paths inside the stage's result that point into ``source`` are rewritten
         to the copies, so this run never depends on the other folder again. The
@@ -262,7 +325,7 @@ class RunDir:
             result = _rebase(result, old, str(self.path.resolve()))
         if isinstance(result, dict):
             result = {**result, "reused_from": str(source.path)}
-        self.mark_done(stage, result)
+        self.mark_done(stage, result, fingerprint if fingerprint is not None else source.fingerprint(stage))
 
 
 def _mkdir(path: Path, parents: bool, exist_ok: bool, what: str) -> None:

@@ -52,11 +52,11 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
     path = run_dir_of(out, arm.name, seed)
     if (path / RunLayout.RECIPE).is_file():
         return path
-    recipe, _, _, rd = create(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs, str(path))
+    recipe, plugins, registries, rd = create(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs, str(path))
     if arm.reuse is not None:
         source = run_dir_of(out, arm.reuse, seed)
         source_recipe = reopen(source, plugin_dirs)[0]
-        reuse_stages(rd, recipe, source, source_recipe, arm.reuse_stages)
+        reuse_stages(rd, recipe, source, source_recipe, arm.reuse_stages, plugins, registries)
     return path
 
 

@@ -1,0 +1,317 @@
+"""Stage fingerprints: what each stage of a run was computed from, checked before a resume or a reuse.
+
+A stage's output depends on three things, and its fingerprint records each when the stage starts:
+
+``recipe``
+    the resolved recipe sections it reads (:func:`stage_inputs`, the one definition that stage reuse
+    between runs uses too);
+``inputs``
+    digests of the files it reads: the expert data file named by ``data.path``, a local base-model folder, and
+    the outputs of the stages before it that it consumes (``expert/expert.sharegpt.json``, the iteration's
+    deliberation or pair files, the weights of earlier training stages);
+``plugins``
+    the versions of the plugins whose components fill the slots it reads (a plugin loaded from a folder or
+    module has no version: the digest of its code stands in).
+
+``sand run --resume`` compares every finished (or started) stage's fingerprint with the one the run would
+compute now and refuses, naming the stage and the difference, when they differ: an edited ``recipe.yaml``, an
+edited data file or an upgraded plugin would otherwise mix two experiments in one run.
+``--redo-from STAGE`` discards that stage and the ones after it. A stage recorded by an older SAND has no
+fingerprint: it is "unknown", said once, and recorded from then on.
+
+Weights folders are digested cheaply and stably: every file's relative path and size, and the SHA-256 of its
+content (of its first and last 4 MiB for files over 64 MiB), so a resume does not re-read a 16 GB model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sand_framework.components.declared import SYNTHESIS_SLOTS
+from sand_framework.config import Recipe
+from sand_framework.errors import InputsChanged, RunDirError
+from sand_framework.plugins import PluginSet
+from sand_framework.registry import Registries
+from sand_framework.store import RunDir, RunLayout as L
+
+VERSION = 1
+"""Version of the fingerprint record (``"v"``)."""
+
+MISSING = "missing"
+"""The digest of a file or folder that does not exist."""
+
+WHOLE_FILE = 64 << 20
+"""Files up to this size are hashed whole; larger ones by their first and last :data:`SAMPLE` bytes and size."""
+SAMPLE = 4 << 20
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """``sha256:<hex>`` of a file (sampled above :data:`WHOLE_FILE`), or :data:`MISSING`."""
+    path = Path(path)
+    if not path.is_file():
+        return MISSING
+    h = hashlib.sha256()
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            if size <= WHOLE_FILE:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            else:
+                h.update(f"sampled {size}\n".encode())
+                h.update(f.read(SAMPLE))
+                f.seek(size - SAMPLE)
+                h.update(f.read(SAMPLE))
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path} to check what the run was computed from: {exc.strerror or exc}; "
+                          "make it readable and resume") from None
+    return "sha256:" + h.hexdigest()
+
+
+def tree_digest(path: str | os.PathLike) -> str:
+    """A digest of a file or of every file under a folder (relative paths, sizes, contents), or :data:`MISSING`."""
+    path = Path(path)
+    if path.is_file():
+        return file_digest(path)
+    if not path.is_dir():
+        return MISSING
+    h = hashlib.sha256()
+    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+        h.update(f"{p.relative_to(path).as_posix()}\0{p.stat().st_size}\0{file_digest(p)}\n".encode())
+    return "tree:" + h.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON gives it back (tuples become lists), so a recorded fingerprint compares equal."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
+    """The resolved recipe settings a stage's output depends on.
+
+    A stage depends on everything before it: iteration K's synthesis samples from iteration K-1's weights,
+    so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots.
+    ``run.train_from`` first matters for iteration 1's training: an arm that retrains from the base model
+    can still adopt iteration 1's synthesis. ``eval`` (never reused, but fingerprinted for ``--resume``) depends
+    on the last training stage's settings, the ``eval`` section and the evaluator."""
+    if stage == L.EVAL:
+        last = stage_inputs(recipe, L.train_stage(recipe.run.iterations))
+        name, params = recipe.slots["evaluator"]
+        return {**last, "eval": dataclasses.asdict(recipe.eval), "evaluator": {"name": name,
+                                                                               **dataclasses.asdict(params)}}
+    parsed = L.parse_stage(stage)
+    if parsed is None:
+        raise ValueError(f"not a stage name: {stage!r}")
+    kind, k = parsed
+    slot = lambda name: {"name": recipe.slots[name][0], **dataclasses.asdict(recipe.slots[name][1])}  # noqa: E731
+    inputs: dict[str, Any] = {"environment": slot("environment"), "data": dataclasses.asdict(recipe.data)}
+    if kind == "expert":
+        return inputs
+    run = recipe.run
+    trained = k + 1 if kind == "train" else k  # training stages 0..trained-1 came before this stage's output
+    inputs.update(model=dataclasses.asdict(recipe.model), trainer=slot("trainer"), seed=run.seed,
+                  epochs=[run.epochs[min(i, len(run.epochs) - 1)] for i in range(trained)])
+    if kind == "synth" or k >= 1:
+        inputs.update({s: slot(s) for s in SYNTHESIS_SLOTS}, run={"synthesis_batch": run.synthesis_batch})
+        inputs["method"] = slot("method")
+        if kind == "train":  # a preference method's iterations train with this slot
+            inputs["preference_trainer"] = slot("preference_trainer")
+        if trained >= 2:  # train_from decides where iteration 1's training starts, so nothing before it
+            inputs["run"]["train_from"] = run.train_from
+    return inputs
+
+
+def recipe_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
+    return _plain(stage_inputs(recipe, stage))
+
+
+def _iteration_outputs(rd: RunDir, k: int) -> dict[str, str]:
+    """Digests of the training data iteration ``k``'s synthesis wrote (trajectories and/or pairs)."""
+    out = {}
+    for rel in (L.deliberation_sharegpt(k), L.preference_pairs(k)):
+        if (rd.path / rel).is_file():
+            out[rel] = file_digest(rd.path / rel)
+    return out
+
+
+def _weights(rd: RunDir, k: int, memo: dict[str, str]) -> dict[str, str]:
+    """The digest of training stage ``k``'s weights (the folder its result names)."""
+    result = rd.stage_result(L.train_stage(k))
+    path = result.get("weights") if isinstance(result, dict) else None
+    if not path:
+        return {L.weights(k): MISSING}
+    if path not in memo:
+        memo[path] = tree_digest(path)
+    return {L.weights(k): memo[path]}
+
+
+def stage_artifacts(recipe: Recipe, rd: RunDir, stage: str, memo: dict[str, str] | None = None) -> dict[str, str]:
+    """Digests of the files ``stage`` reads: the data file and base model from outside the run, and the outputs
+    of the earlier stages it consumes (each of those has its own fingerprint, so the chain covers the rest)."""
+    memo = {} if memo is None else memo
+    parsed = L.parse_stage(stage)
+    if parsed is None:
+        raise ValueError(f"not a stage name: {stage!r}")
+    kind, k = parsed
+    out: dict[str, str] = {}
+    if kind == L.EXPERT:
+        if recipe.data.source != "env":
+            out["data.path"] = file_digest(recipe.data.path) if recipe.data.path else MISSING
+        return out
+    base = recipe.model.base
+    if base and Path(base).is_dir():
+        if base not in memo:
+            memo[base] = tree_digest(base)
+        out["model.base"] = memo[base]
+    if kind == L.EVAL:
+        for j in range(recipe.run.iterations + 1):
+            out.update(_weights(rd, j, memo))
+        return out
+    if kind == "train" and k == 0 or kind == "synth":
+        out[L.EXPERT_DATA] = file_digest(rd.path / L.EXPERT_DATA)
+    if kind == "synth" and k > 1:
+        out.update(_iteration_outputs(rd, k - 1))
+    if kind == "train" and k >= 1:
+        out.update(_iteration_outputs(rd, k))
+    if k >= 1:
+        out.update(_weights(rd, k - 1, memo))
+        out.update(_weights(rd, 0, memo))
+    return out
+
+
+def _plugin_version(plugins: PluginSet, plugin: str) -> str:
+    info = plugins.info.get(plugin)
+    if info is None:
+        return "not loaded"
+    if info.source != "module":
+        return info.version
+    origin = Path(plugins.origins.get(plugin) or "")
+    if origin.name == "__init__.py":  # a package: all of its code
+        h = hashlib.sha256()
+        for p in sorted(origin.parent.rglob("*.py")):
+            h.update(f"{p.relative_to(origin.parent).as_posix()}\0{file_digest(p)}\n".encode())
+        return "local code tree:" + h.hexdigest()[:16]
+    return "local code " + file_digest(origin)[:23] if origin.is_file() else info.version
+
+
+def stage_plugins(recipe: Recipe, registries: Registries, plugins: PluginSet, inputs: dict[str, Any]
+                  ) -> dict[str, str]:
+    """Plugin -> version, for the plugins registering the components of the slots ``inputs`` names."""
+    out = {}
+    for slot in inputs:
+        if slot not in recipe.slots:
+            continue
+        entry = registries[slot].entries.get(recipe.slots[slot][0])
+        if entry is not None:
+            out[entry.plugin] = _plugin_version(plugins, entry.plugin)
+    return dict(sorted(out.items()))
+
+
+def fingerprint(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet, stage: str,
+                memo: dict[str, str] | None = None) -> dict[str, Any]:
+    """What ``stage`` of the run at ``rd`` is computed from, now."""
+    inputs = recipe_inputs(recipe, stage)
+    return {"v": VERSION, "recipe": inputs, "inputs": stage_artifacts(recipe, rd, stage, memo),
+            "plugins": stage_plugins(recipe, registries, plugins, inputs)}
+
+
+# -- comparing ---------------------------------------------------------------------------------------------------
+
+
+def differences(now: Any, then: Any, where: str = "", labels: tuple[str, str] = ("then", "now")) -> list[str]:
+    """``key: THEN_VALUE then, NOW_VALUE now`` for every leaf where two nested mappings differ."""
+    if isinstance(now, dict) and isinstance(then, dict):
+        return [d for k in sorted(set(now) | set(then), key=str)
+                for d in differences(now.get(k), then.get(k), f"{where}.{k}".lstrip("."), labels)]
+    return [] if now == then else [f"{where}: {then!r} {labels[0]}, {now!r} {labels[1]}"]
+
+
+def _short(digest: str | None) -> str:
+    if digest is None:
+        return "not read"
+    return digest if digest == MISSING else digest.split(":")[0] + " " + digest.split(":")[-1][:12]
+
+
+def changes(then: dict[str, Any], now: dict[str, Any], labels: tuple[str, str] = ("then", "now")) -> list[str]:
+    """What differs between a recorded fingerprint and a current one, one readable phrase each."""
+    out = differences(now.get("recipe", {}), then.get("recipe", {}), labels=labels)
+    a_in, b_in = then.get("inputs", {}), now.get("inputs", {})
+    for key in sorted(set(a_in) | set(b_in)):
+        a, b = a_in.get(key), b_in.get(key)
+        if a != b:
+            what = "the file's content changed" if key == "data.path" and MISSING not in (a, b) else \
+                "its files changed" if MISSING not in (a, b) and None not in (a, b) else "not the same"
+            out.append(f"{key}: {what} ({_short(a)} {labels[0]}, {_short(b)} {labels[1]})")
+    a_pl, b_pl = then.get("plugins", {}), now.get("plugins", {})
+    for plugin in sorted(set(a_pl) | set(b_pl)):
+        a, b = a_pl.get(plugin, "not used"), b_pl.get(plugin, "not used")
+        if a != b:
+            out.append(f"plugin {plugin}: version {a} {labels[0]}, {b} {labels[1]}")
+    return out
+
+
+# -- resume --------------------------------------------------------------------------------------------------------
+
+
+def recorded_stages(rd: RunDir) -> list[str]:
+    """Stages the run has a trace of in ``state.json`` (finished, or started with a fingerprint), in run order."""
+    names = set(rd.finished_stages()) | set(rd.fingerprints())
+    return sorted((s for s in names if L.parse_stage(s) is not None), key=L.stage_rank)
+
+
+def stages_from(recipe: Recipe, rd: RunDir, stage: str) -> list[str]:
+    """``stage`` and every stage after it that the run holds or will compute (recipe, state.json, folders)."""
+    rank = L.stage_rank(stage)
+    found = set(L.stages(recipe.run.iterations)) | set(recorded_stages(rd)) | set(L.stages_on_disk(rd.path))
+    return sorted((s for s in found if L.stage_rank(s) >= rank), key=L.stage_rank)
+
+
+def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet) -> list[str]:
+    """Refuse (:class:`InputsChanged`, exit 3) a run whose recipe, data or plugins changed under a stage it
+    holds, naming the first such stage, what differs and the ``--redo-from`` command; otherwise record the
+    fingerprints missing from stages an older SAND finished and return those stages (to be said once)."""
+    memo: dict[str, str] = {}
+    recorded = rd.fingerprints()
+    unknown: dict[str, dict[str, Any]] = {}
+    for stage in recorded_stages(rd):
+        now = fingerprint(recipe, rd, registries, plugins, stage, memo)
+        then = recorded.get(stage)
+        if then is None:
+            unknown[stage] = now
+            continue
+        diffs = changes(then, now)
+        if diffs:
+            raise InputsChanged(stale_message(recipe, rd, stage, diffs))
+    for stage, now in unknown.items():
+        rd.record_fingerprint(stage, now)
+    return list(unknown)
+
+
+def stale_message(recipe: Recipe, rd: RunDir, stage: str, diffs: list[str]) -> str:
+    later = stages_from(recipe, rd, stage)
+    state = "finished" if rd.stage_done(stage) else "started"
+    return (f"{rd.path}: the recipe or inputs changed since stage {stage!r} was computed ({state}): "
+            + "; ".join(diffs) + ". Resuming would mix two experiments in one run. Undo the change (the run's "
+            f"recipe is {rd.path / L.RECIPE}), or discard {', '.join(later)} and compute them from the current "
+            f"inputs: `sand run --resume {rd.path} --redo-from {stage}`")
+
+
+def unknown_note(stages: list[str]) -> str:
+    return (f"{len(stages)} stage(s) of this run ({', '.join(stages)}) were finished by an older SAND that recorded "
+            "no fingerprint, so whether the recipe or inputs changed under them cannot be checked; their "
+            "fingerprints are recorded now, and later changes will be refused")
+
+
+def redo_from(recipe: Recipe, rd: RunDir, stage: str) -> tuple[list[str], list[str]]:
+    """Discard ``stage`` and every stage after it (their folders, files and ``state.json`` entries; nothing
+    else); returns (stages discarded, paths removed)."""
+    valid = L.stages(recipe.run.iterations)
+    if L.parse_stage(stage) is None or (stage not in valid and stage not in recorded_stages(rd)):
+        raise RunDirError(f"--redo-from {stage!r}: not a stage of this run; its stages are {', '.join(valid)}")
+    stages = stages_from(recipe, rd, stage)
+    return stages, rd.discard(stages)

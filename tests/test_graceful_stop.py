@@ -1,0 +1,164 @@
+"""Graceful stops and edited recipes on a real `sand run` (smoke recipe, tiny model, real TRL, real workers).
+
+SIGTERM (what a scheduler, `timeout` or Ctrl-C's sibling sends first) as soon as the training stage starts, then
+as soon as the synthesis stage logs its first unit: each time the run exits 143 with one line (console and
+run.log) naming the signal, the stage and the resume command, its lock is free, no process it started is left
+(environment workers of the process_pool executor, the JVMs of TextWorld-Express), and the last resume finishes
+with every unit written once. Then the finished run's recipe is edited: the resume is refused naming the stage,
+and ``--redo-from`` redoes that stage and only the ones after it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+SAND = [sys.executable, "-m", "sand_framework.cli.main"]
+ARGS = ["smoke", "method=rft", "executor=process_pool", "data.limit=2", "eval.limit=1", "eval.splits=[unseen]"]
+"""RFT explores in the executor's environment workers even with a random model (SAND's synthesis rolls out only
+where valid samples disagree), so the synthesis stage has worker processes to shut down."""
+
+
+def state(run: Path) -> dict:
+    try:
+        return json.loads((run / "state.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def started(stage: str):
+    return lambda run: stage in state(run).get("fingerprints", {})
+
+
+def unit_logged(rel: str):
+    return lambda run: (run / rel).is_file() and (run / rel).read_text().endswith("\n")
+
+
+def stop_when(cmd: list[str], run: Path, ready, log: Path, signum=signal.SIGTERM, timeout: float = 300):
+    """Start ``cmd``, wait for ``ready(run)``, note its descendant processes and send ``signum``; returns
+    (exit code, stderr, the descendants)."""
+    with open(log, "w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.time() + timeout
+        while not ready(run):
+            assert proc.poll() is None and time.time() < deadline, f"never ready:\n{log.read_text()[-3000:]}"
+            time.sleep(0.02)
+        children = descendants(proc.pid)
+        os.kill(proc.pid, signum)
+        rc = proc.wait(timeout=120)
+        err.seek(0)
+        return rc, err.read(), children
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """The process tree below ``pid``, each with its name noted now (``.noted``: it may end before it is read)."""
+    for _ in range(20):  # a process may end while the tree is walked
+        try:
+            found = psutil.Process(pid).children(recursive=True)
+            break
+        except psutil.NoSuchProcess:
+            time.sleep(0.01)
+    else:
+        return []
+    for p in found:
+        try:
+            p.noted = p.name()
+        except psutil.NoSuchProcess:
+            p.noted = "?"
+    return found
+
+
+def running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_no_orphans(children: list[psutil.Process]) -> None:
+    deadline = time.time() + 15
+    alive = children
+    while alive and time.time() < deadline:
+        alive = [c for c in alive if running(c)]
+        time.sleep(0.1)
+    assert not alive, f"left running after the stop: {[(c.pid, c.noted) for c in alive]}"
+
+
+def assert_unlocked(run: Path) -> None:
+    fd = os.open(run / "run.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if still held
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("stop")
+    run = tmp / "run"
+    stops = [stop_when([*SAND, "run", *ARGS, "--run-dir", str(run)], run, started("train/iter0"), tmp / "a.log")]
+    stops.append(stop_when([*SAND, "run", "--resume", str(run)], run,
+                           unit_logged("iter1/synthesis.units.jsonl"), tmp / "b.log"))
+    units_at_stop = (run / "iter1/synthesis.units.jsonl").read_text()
+    final = subprocess.run([*SAND, "run", "--resume", str(run)], capture_output=True, text=True, timeout=600)
+    return run, stops, units_at_stop, final
+
+
+@pytest.mark.parametrize("which, stage", [(0, "train/iter0"), (1, "synth/iter1")])
+def test_sigterm_is_said_frees_the_run_and_leaves_no_process(stopped, which, stage):
+    run, stops, _, _ = stopped
+    rc, err, children = stops[which]
+    said = f"stopped by SIGTERM during {stage}: every finished unit is kept"
+    assert rc == 143, err[-3000:]
+    assert said in err and f"continue with `sand run --resume {run}`" in err and "Traceback" not in err
+    assert said in (run / "run.log").read_text()
+    assert children, "the run had started processes (JVMs, env workers) to check"
+    if stage.startswith("synth"):
+        assert sum("python" in c.noted for c in children) >= 2, [c.noted for c in children]  # env workers
+    assert_no_orphans(children)
+
+
+def test_a_stopped_run_resumes_to_the_end_with_every_unit_once(stopped):
+    run, _, units_at_stop, final = stopped
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert_unlocked(run)
+    lines = (run / "iter1/synthesis.units.jsonl").read_text().splitlines()
+    assert "\n".join(lines).startswith(units_at_stop.rstrip("\n")), "units written before the stop are kept"
+    ids = [json.loads(line)["unit"] for line in lines]  # every line whole
+    assert len(ids) == len(set(ids)) == 2
+    assert (run / "metrics.json").is_file() and "eval" in state(run)["done"]
+    assert set(state(run)["fingerprints"]) == set(state(run)["done"])
+
+
+def test_an_edited_recipe_is_refused_and_redo_from_redoes_only_that_stage_and_later(stopped, tmp_path):
+    run = tmp_path / "copy"
+    shutil.copytree(stopped[0], run)
+    recipe = yaml.safe_load((run / "recipe.yaml").read_text())
+    recipe["eval"]["limit"] = 2
+    (run / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    weights = {p: p.read_bytes() for p in (run / "weights").rglob("*") if p.is_file()}
+
+    refused = subprocess.run([*SAND, "run", "--resume", str(run)], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 3, refused.stderr[-3000:]
+    assert "since stage 'eval' was computed (finished): eval.limit: 1 then, 2 now" in refused.stderr
+    assert f"--redo-from eval`" in refused.stderr
+
+    redo = subprocess.run([*SAND, "run", "--resume", str(run), "--redo-from", "eval"], capture_output=True,
+                          text=True, timeout=600)
+    assert redo.returncode == 0, redo.stderr[-3000:]
+    assert "--redo-from eval: discarded eval (removed eval, metrics.json)" in redo.stderr
+    assert {p: p.read_bytes() for p in weights} == weights, "no stage before eval was redone"
+    for model in ("sft", "final"):
+        assert len((run / f"eval/{model}/unseen.units.jsonl").read_text().splitlines()) == 2
+    assert json.loads((run / "metrics.json").read_text())["eval"]["final"]["unseen"]["tasks"] == 2
