@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from scripted import ScriptedPolicy
 
-from sand_framework.app.fingerprint import check_resume, fingerprint, redo_from, stage_inputs
+from sand_framework.app.fingerprint import ResumeCheck, check_resume, fingerprint, redo_from, stage_inputs, versions_note
 from sand_framework.app.reuse import reuse_stages
 from sand_framework.components import Trainer
 from sand_framework.config import load_recipe, validate
@@ -104,7 +104,7 @@ def test_every_stage_records_what_it_was_computed_from(finished, plugins):
     # the stage results (what metrics.json and reports read) are unchanged
     assert "fingerprint" not in json.dumps(json.loads((finished / L.STATE).read_text())["done"])
     recipe = recipe_of(plugins)
-    assert check_resume(recipe, rd, plugins[1], plugins[0]) == []  # same recipe, same files: resumes
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()  # same recipe, same files: resumes
 
 
 @pytest.mark.parametrize("override, stage, needle", [
@@ -140,7 +140,7 @@ def test_redo_from_discards_that_stage_and_the_later_ones_only_then_continues(fi
     run(rd.path, plugins, recipe=recipe)
     assert rd.finished_stages() == STAGES
     assert rd.fingerprint("synth/iter1")["recipe"]["critic"]["max_new_tokens"] == 7
-    assert check_resume(recipe, rd, plugins[1], plugins[0]) == []
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()
     with pytest.raises(RunDirError, match=r"--redo-from 'synth/iter3': not a stage of this run; its stages are "
                                           r"expert, train/iter0, synth/iter1, train/iter1, eval"):
         redo_from(recipe, rd, "synth/iter3")
@@ -159,13 +159,18 @@ def test_an_edited_data_file_is_refused(finished, plugins, tmp_path):
         check_resume(recipe, rd, plugins[1], plugins[0])
 
 
-def test_a_new_plugin_version_is_refused(finished, plugins, tmp_path):
+def test_a_new_plugin_version_is_said_with_the_stage_not_refused(finished, plugins, tmp_path):
     rd = copy_of(finished, tmp_path)
     state = json.loads((rd.path / L.STATE).read_text())
     plugin = next(iter(state["fingerprints"]["train/iter0"]["plugins"]))
     state["fingerprints"]["train/iter0"]["plugins"][plugin] = "0.0.1"
     (rd.path / L.STATE).write_text(json.dumps(state))
-    with pytest.raises(InputsChanged, match=rf"stage 'train/iter0'.*plugin {plugin}: version 0.0.1 then, "):
+    found = check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
+    assert found.new_versions and found.new_versions[0].startswith(f"train/iter0: plugin {plugin}: version 0.0.1 then")
+    assert "--redo-from train/iter0" in versions_note(rd, found.new_versions)
+    state["fingerprints"]["train/iter0"]["recipe"]["seed"] = 12345  # a recipe change beside it is still refused
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    with pytest.raises(InputsChanged, match=r"stage 'train/iter0'.*seed"):
         check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
 
 
@@ -183,9 +188,9 @@ def test_a_run_made_before_fingerprints_resumes_says_so_once_and_is_checked_from
     del state["fingerprints"]
     (rd.path / L.STATE).write_text(json.dumps(state))
     recipe = recipe_of(plugins)
-    assert check_resume(recipe, rd, plugins[1], plugins[0]) == STAGES  # unknown: said, then recorded
+    assert check_resume(recipe, rd, plugins[1], plugins[0]).unknown == STAGES  # unknown: said, then recorded
     assert list(rd.fingerprints()) == STAGES and rd.finished_stages() == STAGES
-    assert check_resume(recipe, rd, plugins[1], plugins[0]) == []  # said once
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()  # said once
     with pytest.raises(InputsChanged, match="'train/iter0'"):
         check_resume(recipe_of(plugins, ["trainer.learning_rate=0.1"]), rd, plugins[1], plugins[0])
 
@@ -213,7 +218,7 @@ def test_sweep_reuse_compares_fingerprints(finished, plugins, tmp_path):
     assert reuse_stages(target, recipe, finished, source_recipe, ["expert", "train/iter0"], ps, regs) == \
         ["expert", "train/iter0"]
     assert target.fingerprint("train/iter0") == RunDir(finished).fingerprint("train/iter0")
-    assert check_resume(recipe, target, regs, ps) == []
+    assert check_resume(recipe, target, regs, ps) == ResumeCheck()
     # a source whose data file was edited after its expert stage read it: that stage is not adopted
     data = tmp_path / "expert.json"
     shutil.copy(finished / L.EXPERT_DATA, data)

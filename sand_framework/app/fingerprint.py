@@ -25,6 +25,8 @@ content (of its first and last 4 MiB for files over 64 MiB), so a resume does no
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import dataclasses
 import hashlib
 import json
@@ -247,6 +249,13 @@ def changes(then: dict[str, Any], now: dict[str, Any], labels: tuple[str, str] =
             what = "the file's content changed" if key == "data.path" and MISSING not in (a, b) else \
                 "its files changed" if MISSING not in (a, b) and None not in (a, b) else "not the same"
             out.append(f"{key}: {what} ({_short(a)} {labels[0]}, {_short(b)} {labels[1]})")
+    return out + version_changes(then, now, labels)
+
+
+def version_changes(then: dict[str, Any], now: dict[str, Any], labels: tuple[str, str] = ("then", "now")
+                    ) -> list[str]:
+    """The plugins whose version (or local code) differs between two fingerprints, one phrase each."""
+    out = []
     a_pl, b_pl = then.get("plugins", {}), now.get("plugins", {})
     for plugin in sorted(set(a_pl) | set(b_pl)):
         a, b = a_pl.get(plugin, "not used"), b_pl.get(plugin, "not used")
@@ -271,12 +280,28 @@ def stages_from(recipe: Recipe, rd: RunDir, stage: str) -> list[str]:
     return sorted((s for s in found if L.stage_rank(s) >= rank), key=L.stage_rank)
 
 
-def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet) -> list[str]:
-    """Refuse (:class:`InputsChanged`, exit 3) a run whose recipe, data or plugins changed under a stage it
-    holds, naming the first such stage, what differs and the ``--redo-from`` command; otherwise record the
-    fingerprints missing from stages an older SAND finished and return those stages (to be said once)."""
+@dataclass
+class ResumeCheck:
+    """What :func:`check_resume` found that the user must be told (it refuses everything else)."""
+
+    unknown: list[str] = field(default_factory=list)
+    """Stages an older SAND finished without a fingerprint (recorded now)."""
+    new_versions: list[str] = field(default_factory=list)
+    """``STAGE: plugin P: version A then, B now`` for plugins upgraded since a stage was computed."""
+
+
+def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet) -> ResumeCheck:
+    """Refuse (:class:`InputsChanged`, exit 3) a run whose recipe or data changed under a stage it holds,
+    naming the first such stage, what differs and the ``--redo-from`` command; otherwise record the
+    fingerprints missing from stages an older SAND finished, and report both those stages and the plugins
+    whose version changed since a stage was computed.
+
+    A new plugin version is said, not refused: every upgrade (SAND's own built-ins included) would otherwise
+    strand every finished run, while most releases do not change what a stage computed. The message names
+    the stage and the ``--redo-from`` command for the user who decides it does."""
     memo: dict[str, str] = {}
     recorded = rd.fingerprints()
+    found = ResumeCheck()
     unknown: dict[str, dict[str, Any]] = {}
     for stage in recorded_stages(rd):
         now = fingerprint(recipe, rd, registries, plugins, stage, memo)
@@ -284,12 +309,22 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
         if then is None:
             unknown[stage] = now
             continue
-        diffs = changes(then, now)
+        versions = version_changes(then, now)
+        diffs = [d for d in changes(then, now) if d not in versions]
         if diffs:
             raise InputsChanged(stale_message(recipe, rd, stage, diffs))
+        found.new_versions += [f"{stage}: {v}" for v in versions]
     for stage, now in unknown.items():
         rd.record_fingerprint(stage, now)
-    return list(unknown)
+    found.unknown = list(unknown)
+    return found
+
+
+def versions_note(rd: RunDir, new_versions: list[str]) -> str:
+    first = new_versions[0].split(":")[0]
+    return (f"plugins changed version since stages of this run were computed ({'; '.join(new_versions)}); the "
+            f"finished stages are kept. If the new versions compute them differently, redo them: "
+            f"`sand run --resume {rd.path} --redo-from {first}`")
 
 
 def stale_message(recipe: Recipe, rd: RunDir, stage: str, diffs: list[str]) -> str:

@@ -16,7 +16,13 @@ from typing import Any
 
 import yaml
 
-from sand_framework.app.fingerprint import check_resume, fingerprint, redo_from as redo_stages, unknown_note
+from sand_framework.app.fingerprint import (
+    check_resume,
+    fingerprint,
+    redo_from as redo_stages,
+    unknown_note,
+    versions_note,
+)
 from sand_framework.config import Recipe, load_recipe, validate
 from sand_framework.config.load import merge, parse_overrides, settle_swaps
 from sand_framework.config.preflight import require_packages
@@ -203,7 +209,8 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
     stages after it first, when given).
 
     Before any stage, every stage the run holds is checked against its fingerprint
-    (:func:`~sand_framework.app.fingerprint.check_resume`): a changed recipe, data file or plugin is refused."""
+    (:func:`~sand_framework.app.fingerprint.check_resume`): a changed recipe or data file is refused, a new
+    plugin version is said."""
     if redo_from is not None and resume is None:
         raise RunDirError("--redo-from STAGE continues a run: give it with --resume RUN_DIR")
     if resume is not None:
@@ -235,10 +242,14 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                                     f"{', '.join(removed) or 'nothing'})")
                             log.info(said)
                             ctx.console.print(said, markup=False, highlight=False)
-                        unknown = check_resume(recipe, rd, registries, plugins)
-                        if unknown:
-                            log.info(unknown_note(unknown))
-                            ctx.console.print(f"note: {unknown_note(unknown)}", markup=False, highlight=False)
+                        found = check_resume(recipe, rd, registries, plugins)
+                        if found.unknown:
+                            log.info(unknown_note(found.unknown))
+                            ctx.console.print(f"note: {unknown_note(found.unknown)}", markup=False, highlight=False)
+                        if found.new_versions:
+                            log.warning(versions_note(rd, found.new_versions))
+                            ctx.console.print(f"[yellow]warning[/]: {versions_note(rd, found.new_versions)}",
+                                              highlight=False)
                         metrics = pipeline.run()
                     except RunStopped as exc:
                         _caught(exc)
