@@ -137,3 +137,34 @@ class DiskFullError(SandError):
     """The run directory's disk filled up; everything finished before is kept and the run is resumable."""
 
     exit_code = 6
+
+
+class ComponentError(SandError):
+    """A component (built-in or a plugin's) broke its contract: it returned what its base class forbids (a
+    method's ``build`` with one unit too few) or was handed what it cannot use (a critic that needs rollouts,
+    given none). The message names the component and the rule; the run is resumable once it is fixed."""
+
+    exit_code = 2
+
+
+class IncompleteStageError(SandError):
+    """A stage ended without a unit for every input: it is not recorded as done, and ``sand run --resume RUN``
+    computes what is missing (finished units are kept)."""
+
+    exit_code = 5
+
+
+class MachineNotReady(SandError):
+    """The recipe is valid, but this machine lacks what running it needs (a component's package, the data file,
+    a local model folder, GPUs); all of them are listed at once. ``sand validate --for-another-machine`` checks
+    only the recipe (what another machine would run)."""
+
+    exit_code = 4
+
+    def __init__(self, problems: list[str], source: str | None = None, hint: str = ""):
+        self.problems = list(problems)
+        self.source = source
+        what = f" to run {source}" if source else ""
+        lines = [f"{len(self.problems)} thing(s) this machine lacks{what} (not a recipe problem):"]
+        lines += [f"  - {p}" for p in self.problems] + ([hint] if hint else [])
+        super().__init__("\n".join(lines))

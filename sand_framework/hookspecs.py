@@ -1,22 +1,27 @@
-"""Every extension point of SAND, in one place.
+"""Every extension point of SAND, in one place (plugin contract ``sand_framework.CONTRACT_VERSION``).
 
 A plugin is any module (or object) with functions decorated by
 ``sand_framework.hookimpl`` whose names match the specs below. The built-in
 components in ``plugins/sand_builtins`` are registered through exactly these
-hooks, so a third-party package has the same power as the core.
+hooks, so a third-party package has the same power as the core. Each spec's
+docstring says when it is called, with what, in which order and what its
+result means; ``help(sand_framework.hookspecs.sand_run_end)`` shows it.
 
-Two groups:
+An implementation may take any subset of a spec's arguments, by name (pluggy
+passes only those it asks for). Three groups:
 
-* **Registration hooks** (``sand_register_<kind>``) are called once at
-  start-up with a ``register`` callback; call it with each component class the
-  plugin provides. A component class has a ``name`` and a ``Params`` dataclass
-  (see ``sand_framework.components``). The recipe picks one component per
-  slot by name, and the engine calls that one directly, so plugin order never
-  changes an ablation's meaning.
-* **Lifecycle hooks** observe a run (logging, dashboards, notifications). They
-  receive a frozen :class:`~sand_framework.lifecycle.RunInfo` and copies of
-  plain data, so they cannot change what the engine does; a failing one is
-  reported and the run goes on.
+* **Registration hooks** (``sand_register_<kind>``): called once per process,
+  when components are needed, with a ``register`` callback.
+* **Resolution hook** (``sand_resolve_model``): ``firstresult``, asked until an
+  implementation answers.
+* **Lifecycle hooks** (``sand_run_start`` ... ``sand_run_end``): observers of a
+  ``sand run``, called through pluggy (so ``wrapper=True`` / ``hookwrapper=True``
+  implementations wrap them), never able to steer it.
+
+Renamed arguments keep working for at least one minor release: the lifecycle
+hooks still accept the 0.1 name ``context`` (a read-only stand-in, see
+:class:`~sand_framework.lifecycle.LegacyContext`) with a ``DeprecationWarning``
+at load naming ``run``; it goes in 0.3.
 
 The kinds and their hook names are declared in
 :mod:`sand_framework.components.declared`; each ``sand_register_<kinds>`` spec
@@ -30,16 +35,44 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 if TYPE_CHECKING:
-    from sand_framework.lifecycle import RunInfo
+    from sand_framework.lifecycle import LegacyContext, RunInfo
     from sand_framework.types import DeliberationRecord
 
 hookspec = pluggy.HookspecMarker("sand")
 
 Register = Callable[[type], None]
 
+CONTEXT_RENAMED = ("the lifecycle hooks' argument `context` was renamed `run` in sand-framework 0.2 (a frozen "
+                   "sand_framework.lifecycle.RunInfo: name, path, recipe, iteration, iterations, resumed, started); "
+                   "`context` is a read-only stand-in until 0.3: rename the argument to `run`")
+"""The deprecation every lifecycle implementation that asks for ``context`` is warned with, at load."""
+
+DEPRECATED_ARGS: dict[str, str] = {"context": "run"}
+"""Lifecycle hook argument -> the name that replaced it (both are passed; ``context`` goes in 0.3)."""
+
+
+def _lifecycle() -> Any:
+    return hookspec(warn_on_impl_args={"context": DeprecationWarning(CONTEXT_RENAMED)})
+
+
 # --------------------------------------------------------------------------
 # Registration: one hook per component kind
 # --------------------------------------------------------------------------
+
+_REGISTRATION_RULES = """
+
+    :param register: call it once per component class the plugin provides:
+        ``register(MyComponent)``. The class must subclass the kind's base class,
+        have a non-empty ``name`` and a ``Params`` dataclass; a second class of the
+        same kind and name, from any plugin, is ``DuplicateComponentError`` (exit 2).
+
+    Called once per process, when components are first needed (``sand run``,
+    ``validate``, ``config``, ``components``, ``sweep``, ``eval``), in load order
+    (built-ins, entry points, plugin modules and folders); the order never decides
+    which component runs (the recipe names it). The return value is ignored. An
+    exception (or ``sys.exit()``) stops the command with exit 2, naming the plugin
+    and the hook.
+    """
 
 
 @hookspec
@@ -80,7 +113,7 @@ def sand_register_synthesizers(register: Register) -> None:
 @hookspec
 def sand_register_methods(register: Register) -> None:
     """Register :class:`~sand_framework.components.Method` classes: what each iteration builds from the current
-    agent (SAND's deliberations, RFT's successful explorations, ETO's and IPR's preference pairs)."""
+    agent (SAND's deliberations, RFT's successful explorations, ETO's and IPR's preference pairs). New in 0.2."""
 
 
 @hookspec
@@ -90,13 +123,18 @@ def sand_register_trainers(register: Register) -> None:
 
 @hookspec
 def sand_register_preference_trainers(register: Register) -> None:
-    """Register :class:`~sand_framework.components.PreferenceTrainer` classes: fine-tuning on preference pairs."""
+    """Register :class:`~sand_framework.components.PreferenceTrainer` classes: fine-tuning on preference pairs.
+    New in 0.2."""
 
 
 @hookspec
 def sand_register_evaluators(register: Register) -> None:
     """Register :class:`~sand_framework.components.Evaluator` classes: scoring a model on held-out tasks."""
 
+
+for _name, _fn in list(globals().items()):
+    if _name.startswith("sand_register_"):
+        _fn.__doc__ = (_fn.__doc__ or "").rstrip() + _REGISTRATION_RULES
 
 # --------------------------------------------------------------------------
 # Resolution
@@ -107,43 +145,102 @@ def sand_register_evaluators(register: Register) -> None:
 def sand_resolve_model(ref: str, cache_dir: str) -> str | None:
     """Turn a model reference from a recipe into a local path or hub id.
 
-    Return ``None`` to let the next plugin try; the first non-``None`` answer
-    wins. Unresolved references are passed to transformers unchanged. The
-    built-ins resolve ``smollm2-135m`` (the offline GGUF copy) and
-    ``tiny-random`` (a locally built test model).
+    :param ref: the recipe's ``model.base`` (an alias, a hub id or a folder).
+    :param cache_dir: ``$SAND_CACHE`` (default ``~/.cache/sand``): build anything you make under it, into a
+        temporary folder renamed into place under a file lock (several processes may resolve at once).
+    :returns: a loadable path or hub id, or ``None`` to let the next plugin try.
+
+    ``firstresult``: implementations are asked last-registered first (so an entry-point or plugin-folder
+    implementation is asked before the built-ins and can take over an alias) and the first non-``None`` answer
+    wins; an unresolved reference is checked (a missing folder, or a hub id not cached while
+    ``HF_HUB_OFFLINE=1``, is exit 4) and passed to transformers unchanged. Called lazily, the first time a run
+    needs the base model, once per process. An exception stops the command with exit 2, naming the plugin. The
+    built-ins resolve ``smollm2-135m`` (the offline GGUF copy) and ``tiny-random`` (a locally built test model).
     """
 
 
 # --------------------------------------------------------------------------
 # Lifecycle: observe, never steer
-#
-# Called during `sand run`, in the main process, with a frozen RunInfo and copies
-# of the summaries, records and metrics (see sand_framework.lifecycle). A failing
-# observer is reported as one warning naming the plugin and the hook, and the run
-# goes on; the other observers are still called.
 # --------------------------------------------------------------------------
 
+_LIFECYCLE_RULES = """
 
-@hookspec
-def sand_run_start(run: RunInfo) -> None:
-    """A run (new or resumed) is about to execute its first unfinished stage; no component is built yet."""
+    :param run: a frozen :class:`~sand_framework.lifecycle.RunInfo` taken when the hook is called.
+    :param context: deprecated (0.1's name of ``run``): a read-only stand-in; asking for it warns at load.
+        Removed in 0.3.
 
-
-@hookspec
-def sand_stage_end(run: RunInfo, stage: str, summary: dict[str, Any]) -> None:
-    """A stage (``expert``, ``train/iterK``, ``synth/iterK``, ``eval``) finished and was recorded as done."""
-
-
-@hookspec
-def sand_step_deliberated(run: RunInfo, record: DeliberationRecord) -> None:
-    """A step was deliberated and its thought synthesized (before its trajectory is recorded)."""
-
-
-@hookspec
-def sand_iteration_end(run: RunInfo, iteration: int, summary: dict[str, Any]) -> None:
-    """A SAND iteration (synthesis + training) finished; ``summary`` is its ``synth/iterK`` summary."""
+    Called during ``sand run``, in the main process, through pluggy: plain implementations last-registered
+    first (third-party plugins before the built-ins), inside any ``wrapper=True`` / ``hookwrapper=True``
+    implementation. Every argument but ``run`` is a copy, a fresh one for each implementation, so nothing an
+    observer does changes what the engine computes or writes. The return value is ignored. An exception (or
+    ``sys.exit()``) is reported as one warning naming the plugin and the hook and the run goes on; the other
+    observers are still called. An implementation whose arguments this spec does not have is disabled at load
+    with a warning (the plugin's other hooks load).
+    """
 
 
-@hookspec
-def sand_run_end(run: RunInfo, metrics: dict[str, Any]) -> None:
-    """A run finished; ``metrics`` is what was written to ``metrics.json``."""
+@_lifecycle()
+def sand_run_start(run: RunInfo, context: LegacyContext) -> None:
+    """A run (new or resumed) is about to execute its first unfinished stage.
+
+    The run directory exists, is locked and holds ``recipe.yaml`` and ``plugins.json``; no component is built
+    yet. First of a session's lifecycle calls; called again on every ``sand run --resume``.
+    """
+
+
+@_lifecycle()
+def sand_stage_end(run: RunInfo, stage: str, summary: dict[str, Any], context: LegacyContext) -> None:
+    """A stage finished and was recorded as done in the run directory's ``state.json``.
+
+    :param stage: ``expert``, ``train/iterK`` (``K=0``: behavior-initialization SFT), ``synth/iterK`` or ``eval``.
+    :param summary: what the stage recorded: ``expert`` (``trajectories``, ``successful``), ``train/iterK``
+        (``weights``, ``trajectories``, ``seconds``), ``synth/iterK`` (``method`` and the method's totals:
+        ``steps``, ``deliberated``, ``rollouts`` ... for ``sand``), ``eval`` (``models``, ``splits``; the metrics
+        come with :func:`sand_run_end`).
+
+    Stages already finished when a resumed session starts are not re-emitted, except ``eval``.
+    """
+
+
+@_lifecycle()
+def sand_step_deliberated(run: RunInfo, record: DeliberationRecord, context: LegacyContext) -> None:
+    """A step was deliberated and its thought synthesized.
+
+    :param record: the task id, step index, expert action and thought, the distinct candidates, their rollouts
+        and critiques, the ``SynthesisResult`` and the detector's score.
+
+    Called for each record of a trajectory right after its synthesis batch, before the trajectory is appended to
+    ``iterK/synthesis.units.jsonl``; records of units already on disk (a resume) are not re-emitted.
+    """
+
+
+@_lifecycle()
+def sand_iteration_end(run: RunInfo, iteration: int, summary: dict[str, Any], context: LegacyContext) -> None:
+    """A SAND iteration (``synth/iterK`` and ``train/iterK``) finished.
+
+    :param iteration: ``K``, counting from 1.
+    :param summary: the ``synth/iterK`` stage summary (see :func:`sand_stage_end`).
+
+    Called after ``train/iterK``, for each iteration this session trained.
+    """
+
+
+@_lifecycle()
+def sand_run_end(run: RunInfo, metrics: dict[str, Any], context: LegacyContext) -> None:
+    """A run finished: the last lifecycle call of a session.
+
+    :param metrics: what was just written to ``metrics.json``: ``run``, ``recipe``, ``eval``
+        (``{model: {split: evaluator.aggregate(...)}}``), ``synthesis`` (per iteration), ``weights``, ``backend``
+        (the policy's ``stats``) and ``wall_seconds_this_session``.
+
+    Components are still open (they are closed right after).
+    """
+
+
+LIFECYCLE_HOOKS: tuple[str, ...] = ("sand_run_start", "sand_stage_end", "sand_step_deliberated",
+                                    "sand_iteration_end", "sand_run_end")
+"""The observer hooks, in the order a run calls them first."""
+
+for _name in LIFECYCLE_HOOKS:
+    globals()[_name].__doc__ = globals()[_name].__doc__.rstrip() + _LIFECYCLE_RULES
+del _name, _fn

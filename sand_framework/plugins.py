@@ -16,6 +16,13 @@ imported or inside any of its hooks becomes :class:`PluginLoadError` naming the
 plugin and the hook (exit 2); lifecycle hooks are only reported, the run goes
 on. Functions that look like hooks but are not (a misspelt name, a missing
 ``@hookimpl``) are never called, so they are reported as warnings.
+
+The contract (:data:`sand_framework.CONTRACT_VERSION`): a plugin module may
+declare the contracts it supports (``sand_contract = ">=0.2,<0.3"``); outside
+that range it is refused (exit 2). A lifecycle observer that asks for a renamed
+argument (``context``) loads with a ``DeprecationWarning`` naming the new one;
+one whose arguments the spec does not have is disabled with a warning, and the
+plugin's components still load.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -36,9 +45,10 @@ from typing import Any
 
 import pluggy
 
-from sand_framework import hookspecs
+from sand_framework import CONTRACT_VERSION, __version__, hookspecs
 from sand_framework.components.declared import KINDS
 from sand_framework.errors import PluginLoadError, SandError
+from sand_framework.lifecycle import observer
 from sand_framework.registry import Registries
 
 ENTRY_POINT_GROUP = "sand"
@@ -78,6 +88,8 @@ class PluginInfo:
     source: str
     """``builtin``, ``entrypoint`` or ``module``."""
     hooks: list[str] = field(default_factory=list)
+    contract: str | None = None
+    """The plugin contracts it declares it supports (its module's ``sand_contract``), None if it declares none."""
 
 
 HOOK_NAMES: tuple[str, ...] = tuple(n for n in dir(hookspecs) if n.startswith("sand_") and
@@ -159,11 +171,45 @@ def _guard(function: Any, plugin: str, hook: str) -> Any:
     return guarded
 
 
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, leaving out the implementations :meth:`PluginSet.register` disabled."""
+
+    def __init__(self) -> None:
+        super().__init__("sand")
+        self.disabled: dict[int, set[str]] = {}
+        """``id(plugin)`` -> attribute names not registered (observers that no longer match their spec)."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if name in self.disabled.get(id(plugin), ()):
+            return None
+        return super().parse_hookimpl_opts(plugin, name)
+
+
+def check_contract(module: Any, name: str) -> str | None:
+    """The contract range ``module`` declares (``sand_contract``), refused when it excludes this SAND's."""
+    declared = getattr(module, "sand_contract", None)
+    if declared is None:
+        return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        ok = CONTRACT_VERSION in SpecifierSet(str(declared))
+    except InvalidSpecifier:
+        raise PluginLoadError(f"plugin {name!r} declares sand_contract = {declared!r}, which is not a version "
+                              "range (write e.g. '>=0.2,<0.3')") from None
+    if not ok:
+        raise PluginLoadError(f"plugin {name!r} supports the SAND plugin contract {declared}, and this SAND "
+                              f"(sand-framework {__version__}) implements contract {CONTRACT_VERSION}: install a "
+                              f"version of the plugin made for {CONTRACT_VERSION} (CHANGELOG.md says what changed), "
+                              f"or deny it with SAND_PLUGINS_DENY={name}")
+    return str(declared)
+
+
 class PluginSet:
     """A pluggy manager plus what was loaded, from where, and at which version."""
 
     def __init__(self) -> None:
-        self.pm = pluggy.PluginManager("sand")
+        self.pm = _Manager()
         self.pm.add_hookspecs(hookspecs)
         self.info: dict[str, PluginInfo] = {}
         self.origins: dict[str, str] = {}
@@ -172,8 +218,13 @@ class PluginSet:
     def register(self, module: Any, name: str, version: str, source: str) -> None:
         if name in _env_list("SAND_PLUGINS_DENY"):
             return
+        contract = check_contract(module, name)
+        self._check_observers(module, name)
         try:
-            self.pm.register(module, name=name)
+            with warnings.catch_warnings():  # said once, by _check_observers, naming the plugin
+                warnings.filterwarnings("ignore", message=re.escape(hookspecs.CONTEXT_RENAMED),
+                                        category=DeprecationWarning)
+                self.pm.register(module, name=name)
         except ValueError as exc:  # pluggy: already registered
             raise PluginLoadError(f"plugin {name!r} is registered twice: {exc}") from exc
         except pluggy.PluginValidationError as exc:
@@ -183,11 +234,43 @@ class PluginSet:
             for impl in caller.get_hookimpls():
                 if impl.plugin is module and not (impl.hookwrapper or impl.wrapper) and \
                         not getattr(impl.function, "sand_guarded", False):
-                    impl.function = _guard(impl.function, name, caller.name)  # type: ignore[misc]
+                    guard = observer if caller.name in hookspecs.LIFECYCLE_HOOKS else _guard
+                    impl.function = guard(impl.function, name, caller.name)  # type: ignore[misc]
         hooks = sorted(h.name for h in callers)
-        self.info[name] = PluginInfo(name, version, source, hooks)
+        self.info[name] = PluginInfo(name, version, source, hooks, contract)
         self.origins[name] = str(getattr(module, "__file__", "") or "")
         self._check_hook_names(module, name, hooks)
+
+    def _check_observers(self, module: Any, name: str) -> None:
+        """Lifecycle implementations of ``module``: one asking for a renamed argument is warned about (it still
+        works), one asking for an argument its spec does not have is disabled with a warning (never called),
+        so that an observer written for another contract does not cost the plugin its components."""
+        for attr in dir(module):
+            opts = pluggy.PluginManager.parse_hookimpl_opts(self.pm, module, attr)
+            hook = opts and (opts.get("specname") or attr)
+            if hook not in hookspecs.LIFECYCLE_HOOKS:
+                continue
+            function = getattr(module, attr)
+            impl = pluggy.HookImpl(module, name, function, opts)
+            spec = getattr(self.pm.hook, hook).spec
+            asked = [*impl.argnames, *impl.kwargnames]
+            unknown = [a for a in asked if a not in (*spec.argnames, *spec.kwargnames)]
+            where = f"{getattr(function, '__module__', '?')}.{hook}({', '.join(impl.argnames)})"
+            allowed = [a for a in spec.argnames if a not in hookspecs.DEPRECATED_ARGS]
+            if unknown:
+                self.pm.disabled.setdefault(id(module), set()).add(attr)
+                log.warning(f"plugin {name!r}: its observer {where} asks for {', '.join(map(repr, unknown))}, "
+                            f"which {hook} does not pass (it takes {', '.join(allowed)}), so this observer is "
+                            "disabled; the plugin's other hooks and components load. Update the plugin "
+                            "(CHANGELOG.md, 'Migrating')")
+                continue
+            for old in (a for a in asked if a in hookspecs.DEPRECATED_ARGS):
+                message = f"plugin {name!r}: {where}: {hookspecs.CONTEXT_RENAMED}"
+                log.warning(message)
+                code = getattr(function, "__code__", None)
+                warnings.warn_explicit(message, DeprecationWarning,
+                                       filename=code.co_filename if code else "<plugin>",
+                                       lineno=code.co_firstlineno if code else 0)
 
     @staticmethod
     def _check_hook_names(module: Any, name: str, hooks: list[str]) -> None:
@@ -199,13 +282,13 @@ class PluginSet:
                             + (f" (did you mean {close[0]!r}?)" if close else "; see docs/hooks.md"))
         for attr in dir(module):
             fn = getattr(module, attr, None)
-            if attr in HOOK_NAMES and callable(fn) and attr not in hooks and \
+            if attr in HOOK_NAMES and callable(fn) and attr not in hooks and not hasattr(fn, "sand_impl") and \
                     getattr(fn, "__module__", None) == getattr(module, "__name__", None):
                 log.warning(f"plugin {name!r} defines {attr}() without @hookimpl, so it is never called; decorate it "
                             "with `@sand_framework.hookimpl`")
 
     def load_builtins(self) -> None:
-        version = _version("sand-framework")
+        version = __version__  # the checkout's, even where an editable install's metadata is older
         for modname in DEFAULT_PLUGINS:
             if modname in _env_list("SAND_PLUGINS_DENY"):
                 continue

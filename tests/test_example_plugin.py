@@ -78,7 +78,8 @@ def _plugins(site: Path | None, **env: str) -> dict[str, dict]:
 def test_plugins_lists_the_example_with_version_and_hooks(site):
     info = _plugins(site)["example"]
     assert info == {"name": "example", "version": "0.1.0", "source": "entrypoint",
-                    "hooks": ["sand_register_detectors", "sand_register_environments", "sand_register_methods"]}
+                    "hooks": ["sand_register_detectors", "sand_register_environments", "sand_register_methods"],
+                    "contract": ">=0.2,<0.3"}
     assert "example" not in _plugins(None)  # not installed in the venv itself
 
 

@@ -53,12 +53,15 @@ def test_a_failing_observer_is_reported_and_the_others_still_run_on_copies():
     assert "RuntimeError: dashboard unreachable" in warnings[0] and "the run goes on" in warnings[0]
 
 
-def test_an_observer_written_for_the_live_context_is_refused_at_load():
-    """The argument is ``run`` (a RunInfo) now; a plugin still asking for ``context`` fails loudly at start-up."""
-    from sand_framework.errors import PluginLoadError
+def test_an_observer_written_for_the_live_context_loads_with_a_deprecation_warning():
+    """The argument is ``run`` (a RunInfo) since 0.2; a plugin still asking for 0.1's ``context`` loads, is warned
+    (naming ``run``) and gets a read-only stand-in (tests/test_contract.py holds a whole 0.1 plugin to this)."""
+    seen = []
 
     def old(context, iteration):
-        pass
+        seen.append((context.name, context.run_dir.path, iteration))
 
-    with pytest.raises(PluginLoadError, match="does not match the hook specs"):
-        observers(old)
+    with pytest.warns(DeprecationWarning, match="rename the argument to `run`"):
+        ps = observers(old)
+    notify(ps.pm.hook, "sand_iteration_end", info(), pytest.fail, iteration=1, summary={})
+    assert seen == [("r", Path("/runs/r-1"), 1)]

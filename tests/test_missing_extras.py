@@ -65,8 +65,9 @@ def test_missing_package_names_the_extra_and_the_command(monkeypatch, module, lo
     (["environment=alfworld"], "alfworld", "alfworld"),
 ])
 def test_validate_reports_a_missing_package_before_any_stage(monkeypatch, overrides, module, extra):
-    """`sand validate` names the missing package and its extra (exit 2), instead of the run stopping at the
-    component's first use, which for a policy or an executor comes after the behavior-init SFT."""
+    """`sand validate` names the missing package and its extra (exit 4: this machine lacks it, the recipe is
+    valid), instead of the run stopping at the component's first use, which for a policy or an executor comes
+    after the behavior-init SFT."""
     import importlib.util
 
     from click.testing import CliRunner
@@ -76,7 +77,8 @@ def test_validate_reports_a_missing_package_before_any_stage(monkeypatch, overri
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
     result = CliRunner().invoke(main, ["validate", "quickstart", *overrides])
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 4, result.output
+    assert "this machine lacks" in result.output and "not a recipe problem" in result.output
     assert f"needs the package {module!r}, which is not installed" in result.output, result.output
     assert f"pip install 'sand-framework[{extra}]'" in result.output
     assert "Traceback" not in result.output
@@ -104,6 +106,6 @@ def test_run_refuses_a_missing_package_before_making_its_run_directory(monkeypat
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     result = CliRunner().invoke(main, ["run", "smoke", "policy=vllm", "--run-dir", str(tmp_path / "run")])
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 4, result.output
     assert "needs the package 'vllm'" in result.output
     assert not (tmp_path / "run").exists()

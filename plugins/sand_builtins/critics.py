@@ -14,6 +14,7 @@ from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy
+from sand_framework.errors import ComponentError
 from sand_framework.types import Critique, Rollout, SamplingParams
 
 EAC_PROMPT = """You are an agent solving a task in a text environment.
@@ -90,7 +91,10 @@ class RolloutCritic(Critic):
     needs_rollouts = True
 
     def prompt(self, req: CritiqueRequest) -> str:
-        assert req.rollout is not None, "rollout_critic needs rollouts"
+        if req.rollout is None:
+            raise ComponentError(f"critic {self.name!r} needs each candidate's rollout (needs_rollouts = True), but "
+                                 f"{req.trajectory.task_id} step {req.step_index} came without one; the caller must "
+                                 "run the executor first, or use a critic that needs none (no_rollout_critic)")
         return EAC_PROMPT.format(task=req.trajectory.task, history=_history(req, self.params.history_steps),
                                  action=req.candidate.action, rollout=_rollout_text(req.rollout, self.params.rollout_steps),
                                  outcome=_outcome(req.rollout))

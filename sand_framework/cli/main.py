@@ -14,11 +14,13 @@ import click
 import yaml
 
 from sand_framework.cli.common import PLUGINS_DIR, echo_eval, friendly
+from sand_framework import CONTRACT_VERSION as _contract, __version__ as _version
 from sand_framework.logs import DEFAULT_LEVEL, LEVEL_VAR, LEVELS, configure
 
 
 @click.group()
-@click.version_option(package_name="sand-framework")
+@click.version_option(_version, prog_name="sand-framework",
+                      message=f"%(prog)s %(version)s (plugin contract {_contract})")
 @click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default=DEFAULT_LEVEL,
               envvar=LEVEL_VAR, show_default=True,
               help=f"Least severe log record (SAND's, plugins', warnings) shown on stderr; a run's run.log keeps "
@@ -54,23 +56,36 @@ def run(recipe, overrides, resume, run_dir, redo_from, plugin_dirs):
     echo_eval(metrics, path)
 
 
-@recipe_command
-def validate(recipe, overrides, plugin_dirs):
-    """Check RECIPE and report every problem at once (exit 2 if any).
+FOR_ANOTHER_MACHINE = click.option(
+    "--for-another-machine", is_flag=True,
+    help="Check only the recipe: what this machine lacks to run it (a component's package, a data file or local "
+         "model folder that is not here, GPUs) is listed but does not fail.")
 
-    Also checks what the recipe points at (its data file, a local model folder) and lists the plugin code
-    beyond the built-ins that a run of it would load.
+
+@recipe_command
+@FOR_ANOTHER_MACHINE
+def validate(recipe, overrides, for_another_machine, plugin_dirs):
+    """Check RECIPE and report every problem at once.
+
+    Exit 2: the recipe (or an input file it names) is wrong. Exit 4: the recipe is valid but this machine lacks
+    what running it needs (packages, the data file, a local model folder, GPUs), listed as such; with
+    --for-another-machine these are listed and the exit is 0. Also lists the plugin code beyond the built-ins
+    that a run of it would load.
     """
-    from sand_framework.config.preflight import preflight
+    from sand_framework.config.preflight import check
     from sand_framework.app.runner import resolve
-    from sand_framework.errors import RecipeError
 
     r, plugins, registries = resolve(recipe, list(overrides), list(plugin_dirs))
-    problems = preflight(r, registries)
-    if problems:
-        raise RecipeError(problems, recipe)
+    found = check(r, registries)
+    if found.recipe and found.machine:
+        click.echo(f"this machine also lacks {len(found.machine)} thing(s) to run it (not recipe problems):\n"
+                   + "\n".join(f"  - {p}" for p in found.machine), err=True)
+    found.raise_for(recipe, for_another_machine)
     slots = ", ".join(f"{k}={name}" for k, (name, _) in r.slots.items())
     click.echo(f"ok: {recipe} ({slots})")
+    if found.machine:
+        click.echo(f"not ready here: this machine lacks {len(found.machine)} thing(s) to run it (checked again "
+                   "where it runs):\n" + "\n".join(f"  - {p}" for p in found.machine))
     for note in r.notes:
         click.echo(f"note: {note}")
     extra = [i for i in plugins.info.values() if i.source != "builtin"]
@@ -97,7 +112,8 @@ def config(recipe, overrides, plugin_dirs):
 @PLUGINS_DIR
 @friendly
 def plugins(plugin_dirs):
-    """List loaded plugins as JSON: name, version, source and hooks."""
+    """List loaded plugins as JSON: name, version, source, hooks and the plugin contracts each declares it
+    supports (`sand --version` shows the contract this SAND implements)."""
     from sand_framework.plugins import load_plugins
 
     ps = load_plugins(dirs=list(plugin_dirs))

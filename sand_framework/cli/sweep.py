@@ -18,7 +18,10 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("--arm", "arms", multiple=True, help="Only this arm (repeatable); arms it reuses must be done.")
 @click.option("--seed", "seeds", multiple=True, type=int,
               help="Only this seed (repeatable); one `sand sweep --seed K` per seed can run side by side.")
-@click.option("--plan", is_flag=True, help="Validate every arm's recipe and print the runs, without running.")
+@click.option("--plan", is_flag=True, help="Validate every arm's recipe and print the runs, without running "
+              "(exit 2: a recipe problem; exit 4: this machine lacks what an arm needs, as `sand validate`).")
+@click.option("--for-another-machine", is_flag=True,
+              help="With --plan: check only the recipes; what this machine lacks is listed on stderr, not a failure.")
 @click.option("--table-only", is_flag=True,
               help="Only rebuild results.md / results.json / success_by_arm.png from finished runs.")
 @click.option("--compare", "compare_only", is_flag=True,
@@ -26,7 +29,7 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
                    "runs and writes nothing.")
 @PLUGINS_DIR
 @friendly
-def command(sweep_file, out_dir, arms, seeds, plan, table_only, compare_only, plugin_dirs):
+def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
@@ -34,11 +37,14 @@ def command(sweep_file, out_dir, arms, seeds, plan, table_only, compare_only, pl
     (with the paired tests of `comparisons:`) and OUT/success_by_arm.png.
     """
     from sand_framework.app.runner import resolve
+    from sand_framework.config.preflight import Findings, check
     from sand_framework.errors import RecipeError
     from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
 
     if sum((plan, table_only, compare_only)) > 1:
         raise click.UsageError("--plan, --table-only and --compare exclude each other")
+    if for_another_machine and not plan:
+        raise click.UsageError("--for-another-machine goes with --plan")
     spec = load_sweep(sweep_file)
     out = Path(out_dir or spec.output_dir)
     if compare_only:
@@ -53,14 +59,24 @@ def command(sweep_file, out_dir, arms, seeds, plan, table_only, compare_only, pl
         raise RecipeError([f"--arm {a!r}: no such arm (arms: {', '.join(x.name for x in spec.arms)})" for a in unknown])
     if plan:
         runs = describe(spec)
-        problems = []
+        found = Findings()
         for r in runs:
+            where = f"arm {r['arm']} seed {r['seed']}"
             try:
-                resolve(r["recipe"], r["overrides"], list(plugin_dirs))
+                recipe, _, registries = resolve(r["recipe"], r["overrides"], list(plugin_dirs))
             except RecipeError as exc:
-                problems += [f"arm {r['arm']} seed {r['seed']}: {p}" for p in exc.problems]
-        if problems:
-            raise RecipeError(problems, sweep_file)
+                found.recipe += [f"{where}: {p}" for p in exc.problems]
+                continue
+            arm = check(recipe, registries)
+            found.recipe += [f"{where}: {p}" for p in arm.recipe]
+            found.machine += [f"{where}: {p}" for p in arm.machine]
+        if found.recipe and found.machine:
+            click.echo(f"this machine also lacks {len(found.machine)} thing(s) to run the arms (not recipe "
+                       "problems):\n" + "\n".join(f"  - {p}" for p in found.machine), err=True)
+        found.raise_for(sweep_file, for_another_machine)
+        if found.machine:
+            click.echo(f"not ready here: this machine lacks {len(found.machine)} thing(s) to run the arms:\n"
+                       + "\n".join(f"  - {p}" for p in found.machine), err=True)
         click.echo(json.dumps(runs, indent=2))
         return
     failed = []

@@ -146,10 +146,26 @@ class RolloutRequest:
 class Executor(Component, abc.ABC):
     """Executes candidate actions from the expert's state and lets the agent play on (SAND's EAC rollouts).
 
-    Required: :meth:`run`. Provided: :meth:`switches_expert`.
+    Required: :meth:`run`. Provided: :meth:`switches_expert`, :attr:`stats`.
     """
 
     kind: ClassVar[str] = "executor"
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Provided (``{}``): cumulative counters of the work this executor did, summed over every call so far.
+
+        The engine reads it before and after each batch of a ``synth/iterK`` stage and stores the difference of
+        ``env_steps`` (environment steps, replays included), ``faults_survived`` and ``hangs`` in the batch's first
+        unit (``stats``), which ``sand sweep``'s cost table and ``sand report`` total; other keys are the
+        executor's own (the built-ins also count ``replays``). Numbers only, never decreasing. Override it as a
+        property, or assign a dict to it (``self.stats = {...}``, what an executor written before it was declared
+        may do)."""
+        return self.__dict__.get("_stats", {})
+
+    @stats.setter
+    def stats(self, value: dict[str, float]) -> None:
+        self.__dict__["_stats"] = value
 
     def switches_expert(self, trajectory: Trajectory, rollout: Rollout) -> bool:
         """Provided: the paper's optional *expert switch*: does ``rollout`` beat the expert trajectory it branched from?

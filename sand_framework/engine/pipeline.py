@@ -34,7 +34,7 @@ from sand_framework.components import TRAINER_SLOT, IterationData, Method, Metho
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
-from sand_framework.errors import EmptyStageError, RecipeError
+from sand_framework.errors import ComponentError, EmptyStageError, IncompleteStageError, RecipeError
 from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.pairs import write_preference_pairs
@@ -221,14 +221,16 @@ class Pipeline:
                     if not todo:
                         continue
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
-                    before = (dict(getattr(policy, "stats", {})), dict(getattr(executor, "stats", {})))
+                    before = (dict(policy.stats), dict(executor.stats))
                     t0 = time.time()
                     units = method.build(todo, tools, seed)
                     if len(units) != len(todo):
-                        raise RuntimeError(f"method {method.name!r} returned {len(units)} units for {len(todo)} "
-                                           "trajectories; Method.build must return one per trajectory")
+                        raise ComponentError(f"{stage}: method {method.name!r} returned {len(units)} unit(s) for "
+                                             f"{len(todo)} trajectory(ies); Method.build must return one per "
+                                             "trajectory, in order (fix the method, then `sand run --resume "
+                                             f"{self.rd.path}`)")
                     units[0].setdefault("stats", {}).update(batch_cost(
-                        before, (getattr(policy, "stats", {}), getattr(executor, "stats", {})), time.time() - t0))
+                        before, (policy.stats, executor.stats), time.time() - t0))
                     for traj, unit in zip(todo, units):
                         for rec in unit.get("records", []):
                             self._notify("sand_step_deliberated", record=DeliberationRecord.from_dict(rec))
@@ -236,8 +238,9 @@ class Pipeline:
                         prog.advance(bar)
         still = log.missing(order)
         if still:  # never record a stage done without every unit: a resume could not redo them
-            raise RuntimeError(f"{stage}: {len(still)} trajectory(ies) got no record ({still[:3]}); "
-                               f"the stage is not recorded as done, `sand run --resume {self.rd.path}` redoes them")
+            raise IncompleteStageError(f"{stage}: {len(still)} trajectory(ies) got no record ({still[:3]}); the "
+                                       f"stage is not recorded as done, `sand run --resume {self.rd.path}` redoes "
+                                       "them")
         units = list(log.values(order))
         data = method.assemble(units, trajs)
         if missing or not done:
@@ -265,7 +268,7 @@ class Pipeline:
         results: dict[str, Any] = {}
         for model in ev.models:
             if model not in weights:
-                raise KeyError(f"eval.models: {model!r} is not one of {sorted(weights)}")
+                raise RecipeError([f"eval.models: {model!r} is not one of {sorted(weights)}"])
             results[model] = {}
             for split in ev.splits:
                 task_ids = self.env.tasks(split)[: ev.limit]
@@ -309,7 +312,7 @@ class Pipeline:
             "eval": self.evaluate(weights),
             "synthesis": {f"iter{k}": self.rd.stage_result(L.synth_stage(k)) for k in range(1, run.iterations + 1)},
             "weights": weights,
-            "backend": getattr(ctx.components.get("policy"), "stats", {}),
+            "backend": ctx.components["policy"].stats if "policy" in ctx.components else {},
         }
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
         self.rd.write_json(L.METRICS, metrics)

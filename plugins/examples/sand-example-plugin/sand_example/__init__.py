@@ -16,6 +16,10 @@ from sand_example.methods import SuccessfulReplayMethod
 
 __version__ = "0.1.0"
 
+sand_contract = ">=0.2,<0.3"
+"""The SAND plugin contracts this plugin is written for (``sand_framework.CONTRACT_VERSION``); SAND refuses to
+load it under another one, naming both. The package's dependency says the same to pip."""
+
 
 @hookimpl
 def sand_register_environments(register):
