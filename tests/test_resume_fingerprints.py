@@ -230,6 +230,21 @@ def test_sweep_reuse_compares_fingerprints(finished, plugins, tmp_path):
         reuse_stages(RunDir.create_at(tmp_path / "arm2"), file_recipe, source.path, file_recipe, ["expert"], ps, regs)
 
 
+def test_sweep_reuse_of_a_stage_made_by_other_plugin_versions_is_said_not_refused(finished, plugins, tmp_path,
+                                                                                   caplog):
+    ps, regs = plugins
+    recipe = recipe_of(plugins)
+    source = copy_of(finished, tmp_path)
+    state = json.loads((source.path / L.STATE).read_text())
+    plugin = next(iter(state["fingerprints"]["expert"]["plugins"]))
+    state["fingerprints"]["expert"]["plugins"][plugin] = "0.0.1"
+    (source.path / L.STATE).write_text(json.dumps(state))
+    with caplog.at_level("WARNING", logger="sand_framework.app.reuse"):
+        assert reuse_stages(RunDir.create_at(tmp_path / "arm"), recipe, source.path, recipe, ["expert"], ps,
+                            regs) == ["expert"]
+    assert f"plugin {plugin}: version 0.0.1 there" in caplog.text
+
+
 def test_stage_inputs_is_the_one_definition_reuse_imports():
     from sand_framework.app import reuse
 

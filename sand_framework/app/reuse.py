@@ -13,15 +13,18 @@ for ``--resume``, which checks a run's stages against the same fingerprints.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from sand_framework.config import Recipe
-from sand_framework.app.fingerprint import changes, differences, fingerprint, stage_inputs
+from sand_framework.app.fingerprint import changes, differences, fingerprint, stage_inputs, version_changes
 from sand_framework.errors import RunDirError
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir, RunLayout
+
+log = logging.getLogger(__name__)
 
 REUSABLE = "expert, train/iter<K> and synth/iter<K>"
 
@@ -63,8 +66,12 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
         if recorded is None:
             diffs = _differences(stage_inputs(recipe, stage), stage_inputs(source_recipe, stage))
         else:
-            diffs = changes(recorded, fingerprint(recipe, target, registries, plugins, stage),
-                            labels=("there", "here"))
+            now = fingerprint(recipe, target, registries, plugins, stage)
+            versions = version_changes(recorded, now, labels=("there", "here"))
+            diffs = [d for d in changes(recorded, now, labels=("there", "here")) if d not in versions]
+            if versions and not diffs:  # as on resume: said, not refused (see fingerprint.check_resume)
+                log.warning("reusing %r from %s, computed with other plugin versions: %s", stage, source.path,
+                            "; ".join(versions))
         if diffs:
             missing = [d for d in diffs if "missing here" in d]
             hint = (" Reuse the stages it was computed from too (list them before it in reuse_stages)."
