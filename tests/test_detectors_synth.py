@@ -24,8 +24,10 @@ def test_entropy(registries):
     assert not d.decide(["a"] * 5, "a").deliberate
     assert not d.decide(["a"] * 4 + ["b"], "a").deliberate  # one stray sample: H = 0.45 nats
     assert d.decide(["a", "a", "b", "b", "c"], "a").deliberate
-    with pytest.raises(ValueError):
-        registries["detector"].get("entropy").Params(threshold=-0.1)
+    from sand_framework.config.validate import component_params
+
+    built, problems = component_params(registries, "detector", "entropy", {"threshold": -0.1})
+    assert built is None and problems == ["detector[entropy].threshold: must be >= 0.0, got -0.1"]
 
 
 def test_deliberation_rule():

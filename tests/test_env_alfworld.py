@@ -113,8 +113,11 @@ def test_text_helpers():
 
 
 def test_bad_params_and_ids(tmp_path):
-    with pytest.raises(ValueError, match="max_steps"):
-        AlfworldEnv(AlfworldEnv.Params(max_steps=0))
+    from sand_framework.config.validate import component_params
+
+    regs = load_plugins().registries()
+    assert component_params(regs, "environment", "alfworld", {"max_steps": 0})[1] == [
+        "environment[alfworld].max_steps: must be >= 1, got 0"]
     e = AlfworldEnv(AlfworldEnv.Params(data_dir=DATA or str(tmp_path)))
     with pytest.raises(ValueError, match="unknown split"):
         e.tasks("valid")

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from annotated_types import Ge
+from annotated_types import Ge, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy
@@ -72,23 +72,23 @@ def first_sentences(text: str, k: int = 3) -> str:
     return " ".join(parts[:k]).strip()
 
 
-@dataclass
-class _CriticParams:
-    temperature: Annotated[float, Ge(0.0)] = 0.0
-    max_new_tokens: Annotated[int, Ge(1)] = 96
-    history_steps: Annotated[int, Ge(0)] = 4
-    """Expert steps before t shown to the critic."""
-    rollout_steps: Annotated[int, Ge(0)] = 6
-    """Rollout steps shown to the critic (EAC only)."""
-
-
-class RolloutCritic(Critic):
+class RolloutCritic(Critic["RolloutCritic.Params"]):
     """SAND's execution-guided action critique: judge each candidate in light of its rollout."""
 
     name = "rollout_critic"
     description = "base-model critique of each candidate given its rollout (EAC)"
-    Params = _CriticParams
     needs_rollouts = True
+
+    @dataclass
+    class Params:
+        temperature: Annotated[float, Ge(0.0)] = 0.0
+        """Sampling temperature of the base model's critiques (0 = greedy)."""
+        max_new_tokens: Annotated[int, Ge(1)] = 96
+        """Token budget of each critique (it is cut to its first three sentences after)."""
+        history_steps: Annotated[int, Ge(0)] = 4
+        """Expert steps before t shown to the critic."""
+        rollout_steps: Annotated[int, Interval(ge=0, le=1000)] = 6
+        """Rollout steps shown to the critic (EAC only); at most 1000."""
 
     def prompt(self, req: CritiqueRequest) -> str:
         if req.rollout is None:

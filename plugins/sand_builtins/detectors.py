@@ -14,7 +14,7 @@ from sand_framework.components import Detector
 from sand_framework.types import Decision
 
 
-class SetSizeDetector(Detector):
+class SetSizeDetector(Detector["SetSizeDetector.Params"]):
     """Deliberate iff the N sampled actions plus the expert action are not all the same (SAND, Sec. 3.2)."""
 
     name = "set_size"
@@ -32,7 +32,7 @@ class SetSizeDetector(Detector):
         return Decision(deliberate=len(actions) >= self.params.min_distinct, score=float(len(actions)))
 
 
-class EntropyDetector(Detector):
+class EntropyDetector(Detector["EntropyDetector.Params"]):
     """Deliberate when the entropy of the sampled-action distribution exceeds a threshold.
 
     Unlike the set-size check it ignores a single stray sample among N and
@@ -48,10 +48,6 @@ class EntropyDetector(Detector):
         """In nats; with N=5, one dissenting sample gives 0.50, a 3/2 split 0.67."""
         include_expert: bool = True
         """Add the expert action to the distribution as one more sample."""
-
-        def __post_init__(self) -> None:
-            if self.threshold < 0:
-                raise ValueError(f"threshold must be >= 0 nats, got {self.threshold}")
 
     def decide(self, sampled: list[str], expert: str) -> Decision:
         pool = [a for a in sampled if a] + ([expert] if self.params.include_expert else [])

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy, SynthesisRequest, Synthesizer
@@ -136,7 +139,7 @@ def verdict(action: str, rollout: Rollout) -> str:
     return f"If I {action}, I make no progress on the task in {steps}."
 
 
-class GroundedCritic(Critic):
+class GroundedCritic(Critic["GroundedCritic.Params"]):
     """Critiques written from each candidate's rollout (observation, reward, success); no model.
 
     An upper bound for SAND's execution-guided critique, not SAND's
@@ -153,16 +156,13 @@ class GroundedCritic(Critic):
 
     @dataclass
     class Params:
-        gist_words: int = 16
-        """Longest paraphrase of the observation a candidate leads to (the rollout is never quoted at length)."""
+        gist_words: Annotated[int, Ge(4)] = 16
+        """Longest paraphrase of the observation a candidate leads to, in words, at least 4 (the rollout is never
+        quoted at length)."""
         lesson: bool = True
         """End each critique with a general lesson for its outcome (:data:`LESSONS`)."""
         invalid_markers: list[str] = field(default_factory=lambda: list(INVALID_MARKERS))
         """Observation openings that mean the environment did not understand the action."""
-
-        def __post_init__(self) -> None:
-            if self.gist_words < 4:
-                raise ValueError(f"gist_words must be >= 4, got {self.gist_words}")
 
     def text(self, req: CritiqueRequest) -> str:
         """The critique of one candidate; raises ValueError without a rollout (this critic needs them)."""
@@ -190,7 +190,7 @@ class GroundedCritic(Critic):
                 for r in requests]
 
 
-class GroundedSynthesizer(Synthesizer):
+class GroundedSynthesizer(Synthesizer["GroundedSynthesizer.Params"]):
     """A deterministic deliberation over all candidates, composed from their critiques; no model.
 
     An upper bound for SAND's deliberation synthesis, not SAND's: see the
@@ -214,12 +214,9 @@ class GroundedSynthesizer(Synthesizer):
 
     @dataclass
     class Params:
-        max_tokens: int = 80
-        """Longest thought, in the policy's tokens (the agent's generation budgets are checked against it)."""
-
-        def __post_init__(self) -> None:
-            if self.max_tokens < 16:
-                raise ValueError(f"max_tokens must be >= 16, got {self.max_tokens}")
+        max_tokens: Annotated[int, Ge(16)] = 80
+        """Longest thought, in the policy's tokens, at least 16 (the agent's generation budgets are checked
+        against it)."""
 
     @classmethod
     def thought_token_budget(cls, params):

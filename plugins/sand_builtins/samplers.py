@@ -6,12 +6,16 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from annotated_types import Ge
+from annotated_types import Ge, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Policy, Proposal, Sampler, SampleRequest
 from sand_framework.prompting import parse_turn
 from sand_framework.types import SamplingParams
+
+MAX_SAMPLES = 100
+"""Most candidates a sampler proposes per step: each is a generation at every step of every trajectory, so a
+larger N (``sampler.n=1000000000``) can only be a typo."""
 
 IMAGINE_PROMPT = """Below is an agent's interaction with a text environment so far.
 
@@ -23,7 +27,7 @@ Action: <command>"""
 """w/o SAS: the base model imagines candidates in context instead of sampling the agent."""
 
 
-class SelfConsistencySampler(Sampler):
+class SelfConsistencySampler(Sampler["SelfConsistencySampler.Params"]):
     """N samples from the current agent at temperature T, all chats in one batched call (SAND's SAS)."""
 
     name = "self_consistency"
@@ -35,13 +39,14 @@ class SelfConsistencySampler(Sampler):
 
     @dataclass
     class Params:
-        n: Annotated[int, Ge(1)] = 5
+        n: Annotated[int, Interval(ge=1, le=MAX_SAMPLES)] = 5
+        """N: actions sampled from the agent per expert step (the paper: 5); at most 100 (each costs a
+        generation at every step of every trajectory; more is a typo, not an experiment)."""
         temperature: Annotated[float, Ge(0.0)] = 1.0
+        """Sampling temperature of the N actions (the paper: 1.0; 0 makes all N the same)."""
         max_new_tokens: Annotated[int, Ge(1)] = 64
-
-        def __post_init__(self) -> None:
-            if self.n < 1:
-                raise ValueError(f"n must be >= 1, got {self.n}")
+        """Token budget of each sampled reply (thought and action); ``sand validate`` checks it holds the
+        longest trained thought plus an action."""
 
     def sample(self, requests: list[SampleRequest], policy: Policy, seed: int | None = None) -> list[list[Proposal]]:
         if not requests:
@@ -59,7 +64,7 @@ class SelfConsistencySampler(Sampler):
         return out
 
 
-class ImaginedSampler(Sampler):
+class ImaginedSampler(Sampler["ImaginedSampler.Params"]):
     """Ablation *w/o SAS*: the frozen base model lists N candidate actions in one reply."""
 
     name = "imagined"
@@ -67,9 +72,12 @@ class ImaginedSampler(Sampler):
 
     @dataclass
     class Params:
-        n: Annotated[int, Ge(1)] = 5
+        n: Annotated[int, Interval(ge=1, le=MAX_SAMPLES)] = 5
+        """Candidate actions the base model is asked to list per step; at most 100."""
         temperature: Annotated[float, Ge(0.0)] = 0.0
+        """Sampling temperature of the base model's one reply (0 = greedy)."""
         max_new_tokens: Annotated[int, Ge(1)] = 96
+        """Token budget of that reply (all N actions share it)."""
         history_turns: Annotated[int, Ge(0)] = 6
         """Most recent chat turns shown to the base model (the task is always shown)."""
 
@@ -95,7 +103,7 @@ class ImaginedSampler(Sampler):
         return out
 
 
-class NoCandidatesSampler(Sampler):
+class NoCandidatesSampler(Sampler["NoCandidatesSampler.Params"]):
     """The *SFT control*: proposes nothing, so no step has a second candidate and none is deliberated.
 
     A SAND iteration with this sampler re-trains on the unchanged expert

@@ -64,7 +64,7 @@ def fallback_thought(req: SynthesisRequest, expert: str, fits: Callable[[str], b
     return thought
 
 
-class DeliberationSynthesizer(Synthesizer):
+class DeliberationSynthesizer(Synthesizer["DeliberationSynthesizer.Params"]):
     """SAND's action deliberation synthesis with a check that the thought concludes with the expert action.
 
     An attempt is accepted when it names at least two candidates in quotes and
@@ -83,11 +83,15 @@ class DeliberationSynthesizer(Synthesizer):
     @dataclass
     class Params:
         temperature: Annotated[float, Ge(0.0)] = 0.0
+        """Sampling temperature of the first synthesis attempt (0 = greedy)."""
         retries: Annotated[int, Ge(0)] = 1
         """Extra attempts (at ``retry_temperature``) before the fallback."""
         retry_temperature: Annotated[float, Ge(0.0)] = 0.7
+        """Sampling temperature of the retries."""
         max_new_tokens: Annotated[int, Ge(1)] = 160
+        """Longest synthesized thought in tokens (the agent's generation budgets are checked against it)."""
         situation_chars: Annotated[int, Ge(0)] = 600
+        """Characters of the observation before the step (its end) shown in the synthesis prompt."""
 
     def prompt(self, req: SynthesisRequest) -> str:
         step = req.trajectory.steps[req.step_index]

@@ -1,4 +1,4 @@
-"""``sand components [KIND]``: the registered components, their parameters and defaults.
+"""``sand components [KIND]``: the registered components and their parameters (default, range or choices, help).
 
 The text is laid out the same on a terminal and in a pipe, one block per
 component with nothing cut to a width: names stay whole for ``grep``, and
@@ -8,10 +8,8 @@ machine-readable form.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
-import typing
 from typing import Any
 
 import click
@@ -33,27 +31,28 @@ def kind_of(word: str) -> str:
 
 
 def params_doc(cls: type) -> list[dict[str, Any]]:
-    """Each field of a Params dataclass: name, type, default and, where it has one, its allowed range."""
-    from sand_framework.config.typecheck import describe_constraints
+    """Each field of a Params dataclass: name, type, default and, where declared, range, choices and help
+    (:func:`sand_framework.config.paramdoc.describe`)."""
+    from sand_framework.config.paramdoc import describe
 
-    hints = typing.get_type_hints(cls)
-    extras = typing.get_type_hints(cls, include_extras=True)
-    out = []
-    for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        tp = hints[f.name]
-        name = tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
-        row = {"name": f.name, "type": name, "default": default}
-        allowed = describe_constraints(extras[f.name])
-        if allowed:
-            row["range"] = allowed
-        out.append(row)
-    return out
+    return describe(cls)
+
+
+def param_line(p: dict[str, Any]) -> str:
+    """``name=default  (range)  one of: a, b  help``: one parameter of the listing."""
+    parts = [f"{p['name']}={p['default']!r}"]
+    if "range" in p:
+        parts.append(f"({p['range']})")
+    if "choices" in p:
+        parts.append("one of: " + ", ".join(repr(c) for c in p["choices"]))
+    if "help" in p:
+        parts.append(p["help"])
+    return "  ".join(parts)
 
 
 def as_text(kinds: list[str], rows: list[dict[str, Any]]) -> str:
-    """The listing: per kind, each component's name and description, its parameters' defaults, its plugin."""
+    """The listing: per kind, each component's name and description, its parameters (default, range or
+    choices, help), its plugin."""
     width = max((len(r["name"]) for r in rows), default=0)
     indent = " " * (width + 4)
     lines: list[str] = []
@@ -61,9 +60,12 @@ def as_text(kinds: list[str], rows: list[dict[str, Any]]) -> str:
         lines.append(click.style(kind, bold=True))
         group = [r for r in rows if r["kind"] == kind]
         for r in group:
-            params = ", ".join(f"{p['name']}={p['default']!r}" for p in r["params"]) or "none"
-            lines += [f"  {r['name']:<{width}}  {r['description'] or ''}".rstrip(),
-                      f"{indent}params: {params}", f"{indent}plugin: {r['plugin']}"]
+            lines.append(f"  {r['name']:<{width}}  {r['description'] or ''}".rstrip())
+            if r["params"]:
+                lines += [f"{indent}params:", *(f"{indent}  {param_line(p)}" for p in r["params"])]
+            else:
+                lines.append(f"{indent}params: none")
+            lines.append(f"{indent}plugin: {r['plugin']}")
         if not group:
             lines.append("  (none registered)")
         lines.append("")

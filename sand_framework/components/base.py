@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
+
+P = TypeVar("P")
+"""A component's parameters: its ``Params`` dataclass (``self.params`` is one)."""
 
 
 @dataclass
@@ -12,25 +15,55 @@ class NoParams:
     """Parameters of a component that takes none."""
 
 
-class Component:
+class Component(Generic[P]):
     """Base of every pluggable part.
 
     Subclasses set ``name`` (the recipe's ``name:`` value) and ``Params`` (a
     dataclass whose fields are the recipe keys next to ``name``; defaults make
-    them optional). Components are built from their params alone so that a
-    process pool or a Ray worker can rebuild one from ``(kind, name, params)``.
+    them optional). Each field is declared once, there: its type, default,
+    range (``Annotated[int, Ge(1)]``) or choices (``Literal[...]``) and, in the
+    docstring under it, its help text, which ``sand validate``, ``sand
+    components`` and ``docs/components.md`` read (see
+    :mod:`sand_framework.config.paramdoc`). Components are built from their
+    params alone so that a process pool or a Ray worker can rebuild one from
+    ``(kind, name, params)``.
+
+    The kind classes are generic in their Params, so ``self.params`` is typed::
+
+        class Majority(Detector["Majority.Params"]):
+            @dataclass
+            class Params:
+                threshold: Annotated[float, Interval(gt=0, le=1)] = 0.6
+                \"\"\"Deliberate when the majority's share is below this.\"\"\"
+
+    A class that does not set ``Params`` itself but names a dataclass as its
+    type argument (``Detector[MajorityParams]``) gets that one.
     """
 
     kind: ClassVar[str] = ""
     name: ClassVar[str] = ""
-    Params: ClassVar[type] = NoParams
+    Params: ClassVar[type[Any]] = NoParams
     description: ClassVar[str] = ""
     requires: ClassVar[dict[str, str]] = {}
     """Modules this component imports that only an optional extra installs: import name -> extra of
     ``pyproject.toml`` (``{"ray": "ray"}``). ``sand validate`` looks each one up without importing it, so a recipe
     that validates does not stop at the component's first use, possibly after hours of training."""
 
-    def __init__(self, params: Any = None):
+    params: P
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Params" in cls.__dict__:
+            return
+        for base in getattr(cls, "__orig_bases__", ()):
+            origin = get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Component):
+                declared = [a for a in get_args(base) if isinstance(a, type) and dataclasses.is_dataclass(a)]
+                if declared:
+                    cls.Params = declared[0]
+                    return
+
+    def __init__(self, params: P | None = None):
         self.params = params if params is not None else self.Params()
 
     @classmethod

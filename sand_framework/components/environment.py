@@ -10,12 +10,18 @@ import abc
 import re
 from typing import ClassVar
 
-from sand_framework.components.base import Component
+from sand_framework.components.base import Component, P
 from sand_framework.errors import ReplayMismatch
 from sand_framework.types import Step, StepResult, Trajectory
 
 
-class Environment(Component, abc.ABC):
+MAX_EPISODE_STEPS = 1000
+"""The largest step cap a built-in parameter accepts (an environment's ``max_steps``, a rollout's or an evaluation's
+cap): every step of every episode is a model call, and the benchmarks' own caps are 10-120, so a larger one can
+only be a typo."""
+
+
+class Environment(Component[P], abc.ABC):
     """A text environment with task ids, an expert and reproducible branching.
 
     Required: :meth:`tasks`, :meth:`instruction`, :meth:`reset`, :meth:`step`,

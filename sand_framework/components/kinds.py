@@ -28,7 +28,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sand_framework.components.base import Component
+from sand_framework.components.base import Component, P
 from sand_framework.components.environment import Environment
 from sand_framework.components.policy import Policy
 from sand_framework.types import (
@@ -49,7 +49,7 @@ from sand_framework.types import (
 # --------------------------------------------------------------------------
 
 
-class Detector(Component, abc.ABC):
+class Detector(Component[P], abc.ABC):
     """Decides, from the agent's sampled actions and the expert's, whether to deliberate at a step.
 
     Required: :meth:`decide`. The engine deliberates at a step only when the
@@ -105,7 +105,7 @@ class Proposal:
     """Completion tokens spent on this proposal (0 if unknown)."""
 
 
-class Sampler(Component, abc.ABC):
+class Sampler(Component[P], abc.ABC):
     """Proposes the candidate actions at each step of the expert trajectories (SAND's SAS).
 
     Required: :meth:`sample`. The built-in ``self_consistency`` samples the
@@ -143,7 +143,7 @@ class RolloutRequest:
     """The environment's step cap for the task (:meth:`Environment.max_steps`), prefix included."""
 
 
-class Executor(Component, abc.ABC):
+class Executor(Component[P], abc.ABC):
     """Executes candidate actions from the expert's state and lets the agent play on (SAND's EAC rollouts).
 
     Required: :meth:`run`. Provided: :meth:`switches_expert`, :attr:`stats`.
@@ -215,7 +215,7 @@ class CritiqueRequest:
     """``None`` for critics that judge without executing (the w/o EAC ablation)."""
 
 
-class Critic(Component, abc.ABC):
+class Critic(Component[P], abc.ABC):
     """Writes a first-person critique of each candidate of a deliberated step (SAND's EAC).
 
     Required: :meth:`critique`. Set ``needs_rollouts = False`` for a critic
@@ -253,7 +253,7 @@ class SynthesisRequest:
     """One per candidate, in the same order."""
 
 
-class Synthesizer(Component, abc.ABC):
+class Synthesizer(Component[P], abc.ABC):
     """Writes the deliberation thought that replaces the expert's thought at a deliberated step.
 
     Required: :meth:`synthesize`.
@@ -302,7 +302,7 @@ class TrainRequest:
     and learning rate)."""
 
 
-class Trainer(Component, abc.ABC):
+class Trainer(Component[P], abc.ABC):
     """Fine-tunes the agent on (synthesized) trajectories: behavior initialization and SFT-data methods.
 
     Required: :meth:`train`.
@@ -323,7 +323,7 @@ class Trainer(Component, abc.ABC):
         """
 
 
-class PreferenceTrainer(Component, abc.ABC):
+class PreferenceTrainer(Component[P], abc.ABC):
     """Fine-tunes the agent on preference pairs (ETO's and IPR's DPO): the ``preference_trainer`` slot.
 
     Required: :meth:`train`. Used by the iterations of a method whose
@@ -354,7 +354,7 @@ class TaskResult:
     completion_tokens: int = 0
 
 
-class Evaluator(Component, abc.ABC):
+class Evaluator(Component[P], abc.ABC):
     """Runs the agent on held-out tasks and computes the split's metrics.
 
     Required: :meth:`evaluate`, :meth:`aggregate`.

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from sand_framework.components.base import Component
+from sand_framework.components.base import Component, P
 from sand_framework.components.environment import Environment
 from sand_framework.components.policy import Policy
 from sand_framework.types import PreferencePair, Trajectory
@@ -78,7 +78,7 @@ class IterationData:
     """The preference trainer's reference model, one of :data:`REFERENCES`."""
 
 
-class Method(Component, abc.ABC):
+class Method(Component[P], abc.ABC):
     """Builds one iteration's training data from the current agent (SAND's steps 2-4, or a baseline's).
 
     Required: :meth:`build`, :meth:`assemble`. Provided: :meth:`summarize`.

@@ -9,11 +9,11 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
-from sand_framework.components.base import Component
+from sand_framework.components.base import Component, P
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 
-class Policy(Component, abc.ABC):
+class Policy(Component[P], abc.ABC):
     """An LLM backend holding a frozen base model and the agent's current weights.
 
     Required: :meth:`setup`, :meth:`set_agent_weights`, :meth:`generate`.

@@ -22,6 +22,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from sand_framework.components.base import P
 from sand_framework.components.environment import Environment
 from sand_framework.types import StepResult
 
@@ -57,7 +58,7 @@ class EpisodeState:
     done: bool = False
 
 
-class TextEnvironment(Environment):
+class TextEnvironment(Environment[P]):
     """An :class:`Environment` whose ``reset``/``step`` are templates around :meth:`start` and :meth:`act`."""
 
     def __init__(self, params: Any = None):

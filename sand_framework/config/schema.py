@@ -22,6 +22,9 @@ RUN_NAME = re.compile(r"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{0,99}")
 """A run name becomes a folder name under ``run.output_dir``: no path separators, no control characters,
 no leading dot (so neither ``..`` nor a hidden folder), at most 100 characters."""
 
+MAX_BATCH = 4096
+"""Largest ``run.synthesis_batch`` and ``eval.batch_size``: more items per batched call is a typo, not a setting."""
+
 MAX_SEED = 2**31 - 1
 """Seeds go to numpy and torch (which take up to 2**32 - 1) after adding the iteration number."""
 
@@ -40,8 +43,8 @@ class RunSection:
     """Epochs per training stage: [behavior-init SFT, iteration 1, iteration 2, ...]; the last repeats."""
     train_from: Literal["previous", "base"] = "previous"
     """Each iteration continues from the previous weights, or restarts from the base model."""
-    synthesis_batch: Annotated[int, Ge(1)] = 4
-    """Expert trajectories synthesized together (their model calls are batched)."""
+    synthesis_batch: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 4
+    """Expert trajectories synthesized together (their model calls are batched); at most 4096."""
 
     def validate(self) -> list[str]:
         if not RUN_NAME.fullmatch(self.name):
@@ -95,8 +98,8 @@ class EvalSection:
     """Tasks per split (null = the whole split)."""
     models: Annotated[list[str], MinLen(1)] = field(default_factory=lambda: ["sft", "final"])
     """Which weights to evaluate: base, sft (behavior init), iterN, final."""
-    batch_size: Annotated[int, Ge(1)] = 8
-    """Episodes advanced together in lock-step (one batched model call per step)."""
+    batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 8
+    """Episodes advanced together in lock-step (one batched model call per step); at most 4096."""
 
     def validate(self) -> list[str]:
         problems = []

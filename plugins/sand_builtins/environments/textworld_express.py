@@ -50,12 +50,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Interval
 
 from sand_builtins.environments import textworld_express_thoughts as twx_thoughts
 from sand_builtins.environments.jvm import reap_java
-from sand_builtins.environments.textworld_express_ids import GAMES, TaskId, canonical_params
+from sand_builtins.environments.textworld_express_ids import Game, TaskId, canonical_params
 from sand_framework import hookimpl
+from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.errors import EnvironmentUnavailable
 from sand_framework.types import Step
@@ -93,7 +96,7 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-class TextWorldExpressEnv(TextEnvironment):
+class TextWorldExpressEnv(TextEnvironment["TextWorldExpressEnv.Params"]):
     """TextWorldExpress games with seed-addressed tasks, one JVM per instance."""
 
     name = "textworld_express"
@@ -102,20 +105,20 @@ class TextWorldExpressEnv(TextEnvironment):
 
     @dataclass
     class Params:
-        game: str = "coin"
-        """TWX game name: coin, cookingworld, twc, mapreader, arithmetic, sorting, simonsays, peckingorder."""
+        game: Game = "coin"
+        """TWX game name."""
         game_params: str = "numLocations=4,numDistractorItems=0,includeDoors=0"
         """TWX generation properties ``key=value,...``; the default is a 4-room coin hunt without doors."""
-        n_train: int = 200
+        n_train: Annotated[int, Ge(0)] = 200
         """Training tasks: the first n_train seeds of the train fold."""
-        n_seen: int = 50
+        n_seen: Annotated[int, Ge(0)] = 50
         """Seen-distribution eval tasks: the last n_seen seeds of the train fold (disjoint from train)."""
-        n_unseen: int = 50
+        n_unseen: Annotated[int, Ge(0)] = 50
         """Unseen eval tasks: the first n_unseen seeds of ``unseen_fold``."""
-        unseen_fold: str = "test"
-        """TWX fold the ``unseen`` split draws from: ``test`` or ``dev``."""
-        max_steps: int = 15
-        """Step cap per episode (invalid actions count). Shortened coin experts need <= ~6 steps."""
+        unseen_fold: Literal["test", "dev"] = "test"
+        """TWX fold the ``unseen`` split draws from."""
+        max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] = 15
+        """Step cap per episode (invalid actions count), at most 1000. Shortened coin experts need <= ~6 steps."""
         shorten_expert: bool = True
         """Cut wandering cycles from TWX's gold path (verified to still succeed); unknown-action no-ops
         and actions after success are always dropped."""
@@ -128,17 +131,7 @@ class TextWorldExpressEnv(TextEnvironment):
 
     def __init__(self, params: Any = None):
         super().__init__(params)
-        p = self.params
-        if p.game not in GAMES:
-            raise ValueError(f"textworld_express: unknown game {p.game!r} (known: {', '.join(GAMES)})")
-        if p.unseen_fold not in ("dev", "test"):
-            raise ValueError(f"textworld_express: unseen_fold must be 'dev' or 'test', not {p.unseen_fold!r}")
-        if p.max_steps < 1:
-            raise ValueError(f"textworld_express: max_steps must be >= 1, not {p.max_steps}")
-        for field in ("n_train", "n_seen", "n_unseen"):
-            if getattr(p, field) < 0:
-                raise ValueError(f"textworld_express: {field} must be >= 0")
-        self._game_params = canonical_params(p.game_params)
+        self._game_params = canonical_params(self.params.game_params)
         self._twx: Any = None
         self._loaded: tuple[str, str] | None = None
         self._seeds: dict[tuple[str, str, str], list[int]] = {}

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-GAMES = ("coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
+Game = Literal["coin", "cookingworld", "twc", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder"]
+"""The TextWorld-Express games (the ``game`` parameter's choices)."""
+GAMES: tuple[str, ...] = get_args(Game)
 FOLDS = ("train", "dev", "test")
 _PARAM_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*=[A-Za-z0-9_.\-]+$")
 

@@ -56,9 +56,12 @@ import json
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
+
+from annotated_types import Ge, Interval
 
 from sand_framework import hookimpl
+from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.errors import EnvironmentUnavailable
 
@@ -171,7 +174,7 @@ def make_upstream_env(num_products: int | None = None) -> Any:
 # --------------------------------------------------------------------------- environment
 
 
-class WebShopEnv(TextEnvironment):
+class WebShopEnv(TextEnvironment["WebShopEnv.Params"]):
     """Upstream WebShop's text environment with ETO's goal indices and step cap.
 
     Actions are checked against the page's own available actions before they
@@ -183,17 +186,15 @@ class WebShopEnv(TextEnvironment):
 
     @dataclass
     class Params:
-        max_steps: int = MAX_STEPS
-        """Step cap per episode (ETO: 10); invalid actions count."""
+        max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] = MAX_STEPS
+        """Step cap per episode (ETO: 10), at most 1000; invalid actions count."""
         exclude_test_from_train: bool = False
         """Drop from ``train`` the 21 goals that ETO's train list shares with its test list."""
-        num_products: int | None = None
+        num_products: Annotated[int, Ge(1)] | None = None
         """Upstream ``num_products`` (None = the whole catalogue, as ETO). Smaller values change the goals."""
 
     def __init__(self, params: Any = None, upstream_factory: Callable[[], Any] | None = None):
         super().__init__(params)
-        if self.params.max_steps < 1:
-            raise ValueError(f"webshop: max_steps must be >= 1, not {self.params.max_steps}")
         self._factory = upstream_factory or (lambda: make_upstream_env(self.params.num_products))
         self._upstream: Any = None
         self._page = ""

@@ -39,7 +39,7 @@ class UnmatchedPairsError(SandError):
     exit_code = 2
 
 
-class PairsFileMethod(Method):
+class PairsFileMethod(Method["PairsFileMethod.Params"]):
     """Preference pairs read from a file (TRL JSONL or ETO's pair JSON), matched to the iteration's tasks."""
 
     name = "pairs_file"

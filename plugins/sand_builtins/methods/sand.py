@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, Method, MethodTools
+from sand_framework.components import IterationData, Method, MethodTools, NoParams
 from sand_framework.synthesis import Components, RolloutCache, synthesize_batch
 from sand_framework.types import Trajectory
 
 
-class SandMethod(Method):
+class SandMethod(Method[NoParams]):
     """Deliberation synthesis at the steps where the agent's sampled actions disagree (the paper's steps 2-4)."""
 
     name = "sand"

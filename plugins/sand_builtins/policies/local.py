@@ -20,12 +20,13 @@ from typing import Any
 
 from sand_builtins.models import weights_kind
 from sand_framework.chat_format import ChatFormat, agent_format
+from sand_framework.components.base import P
 from sand_framework.components.kinds import Policy
 from sand_framework.prompting import cut_at_stop, fit_prompt, report_shortened
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 
-class LocalPolicy(Policy):
+class LocalPolicy(Policy[P]):
     """A :class:`Policy` whose model lives in this process; ``setup``, ``set_agent_weights`` and ``generate``
     are templates around the backend's hooks."""
 

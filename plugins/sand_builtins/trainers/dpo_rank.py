@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from sand_builtins.trainers.dpo_launch import read_request
-from sand_builtins.trainers.trl_dpo import DpoTrainer, LaunchParams, Params
+from sand_builtins.trainers.trl_dpo import DpoTrainer, LaunchParams
 from sand_framework.config.typecheck import build
 
 
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of every rank: rebuild the trainer from the request file and train in this process."""
     (path,) = argv if argv is not None else sys.argv[1:]
     raw_params, request = read_request(Path(path))
-    params = build(Params, raw_params)
+    params = build(DpoTrainer.Params, raw_params)
     params.launch = LaunchParams()  # this process trains; it must not launch again
     DpoTrainer(params).train_in_process(request)
     return 0

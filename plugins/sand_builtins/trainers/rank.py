@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from sand_builtins.trainers.launch import read_request
-from sand_builtins.trainers.trl_sft import LaunchParams, Params, TrlSftTrainer
+from sand_builtins.trainers.trl_sft import LaunchParams, TrlSftTrainer
 from sand_framework.config.typecheck import build
 
 
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of every rank: rebuild the trainer from the request file and train in this process."""
     (path,) = argv if argv is not None else sys.argv[1:]
     raw_params, request = read_request(Path(path))
-    params = build(Params, raw_params)
+    params = build(TrlSftTrainer.Params, raw_params)
     params.launch = LaunchParams()  # this process trains; it must not launch again
     TrlSftTrainer(params).train_in_process(request)
     return 0

@@ -70,7 +70,9 @@ from sand_builtins.trainers.checkpoints import latest_checkpoint
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
 from sand_builtins.trainers.loading import optimizer_steps, prepare_loading, warmup_steps
 from sand_builtins.trainers.progress import RichProgress
-from sand_builtins.trainers.trl_sft import LaunchParams, parse_trackers, release_memory
+from sand_builtins.trainers.trl_sft import (
+    MAX_BATCH, MAX_DEVICE_BATCH, LaunchParams, parse_trackers, release_memory, tracker_problems,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,93 +81,6 @@ REF_ADAPTER = "ref"
 
 LOSS_TYPES = ("sigmoid", "hinge", "ipo", "robust", "sigmoid_norm")
 """TRL ``loss_type`` values offered (pairwise losses that need no extra setting)."""
-
-
-@dataclass
-class Params:
-    lora: bool = True
-    """Train a LoRA adapter (True) or fine-tune every weight (False). With LoRA the reference costs no second
-    model copy (a frozen adapter or adapters disabled); a full fine-tune keeps a frozen reference model."""
-    lora_r: Annotated[int, Ge(1)] = 16
-    """LoRA rank of a fresh adapter (an init adapter that is continued keeps its own rank)."""
-    lora_alpha: Annotated[int, Gt(0)] = 32
-    """LoRA scaling numerator of a fresh adapter (effective scale ``lora_alpha / lora_r``)."""
-    lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
-    """Dropout on a fresh adapter's LoRA branch (TRL disables dropout during DPO unless ``disable_dropout``
-    is False)."""
-    target_modules: str = "all-linear"
-    """Modules a fresh adapter wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
-    beta: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(default_factory=lambda: [0.1, 0.5])
-    """DPO beta per iteration: entry k-1 for iteration k, the last repeating (ETO: 0.1, then 0.5; IPR: [0.1])."""
-    learning_rate: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(
-        default_factory=lambda: [1e-6, 5e-7])
-    """Peak learning rate per iteration, indexed like ``beta`` (ETO's full fine-tune: 1e-6, then 5e-7; IPR:
-    [3e-6]). A LoRA adapter usually needs 10-50x more (e.g. ``[5e-5, 2.5e-5]``)."""
-    loss_type: Literal["sigmoid", "hinge", "ipo", "robust", "sigmoid_norm"] = "sigmoid"
-    """TRL's preference loss: ``sigmoid`` is DPO (ETO, IPR); ``hinge``, ``ipo``, ``robust``, ``sigmoid_norm``
-    (length-normalized DPO) are TRL's variants."""
-    label_smoothing: Annotated[float, Interval(ge=0, lt=0.5)] = 0.0
-    """Conservative-DPO label smoothing (``robust`` loss); 0 for plain DPO."""
-    sft_weight: Annotated[float, Ge(0)] = 0.0
-    """Weight of an NLL term on the chosen side added to the preference loss: IPR's ``DPO - log pi(chosen)``
-    is 1.0; 0 (ETO) adds none. It is TRL's ``sft`` loss: the mean negative log-likelihood per trained chosen
-    token of the micro-batch (TRL 1.16 has no ``rpo_alpha``)."""
-    lr_scheduler_type: str = "constant_with_warmup"
-    """Any ``transformers`` scheduler name (ETO: ``constant_with_warmup``; ``cosine``, ``linear`` ...)."""
-    warmup_ratio: Annotated[float, Interval(ge=0, lt=1)] = 0.1
-    """Fraction of the total steps spent warming the learning rate up, in [0, 1) (ETO, IPR: 0.1)."""
-    weight_decay: Annotated[float, Ge(0)] = 0.0
-    """AdamW weight decay."""
-    batch_size: Annotated[int, Ge(1)] = 32
-    """Effective batch size in pairs: ``per_device_batch_size`` x gradient accumulation x devices (ETO: 32,
-    IPR: 48)."""
-    per_device_batch_size: Annotated[int, Ge(1)] = 1
-    """Pairs per forward pass (each pair is two sequences); gradient accumulation makes up ``batch_size``."""
-    max_length: Annotated[int, Ge(1)] = 4096
-    """Tokens kept per prompt + side (a longer side is cut at its end); a pair left with a side without any
-    trained token is dropped (ETO: 4096)."""
-    max_prompt_length: Annotated[int, Ge(0)] = 0
-    """Longest prompt in tokens; a longer one loses its oldest (reply, observation) turns after the task, as the
-    policy shortens a prompt that does not fit. 0 = no limit beyond ``max_length`` (ETO: 512)."""
-    max_steps: Annotated[int, Ge(-1)] = -1
-    """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``)."""
-    save_steps: Annotated[int, Ge(1)] = 50
-    """Write a resumable checkpoint every this many optimizer steps."""
-    save_total_limit: Annotated[int, Ge(1)] = 2
-    """Checkpoints kept in ``checkpoints/`` while training."""
-    keep_checkpoints: bool = False
-    """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
-    logging_steps: Annotated[int, Ge(1)] = 5
-    """Log loss, rewards and margins every this many optimizer steps."""
-    report_to: str = "tensorboard"
-    """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face integration
-    (``wandb``, ``trackio``, ``mlflow``, ...), or ``none``."""
-    threads: Annotated[int, Ge(0)] = 0
-    """torch CPU threads during training; 0 = one per core free when training starts (under ``launch``, shared
-    among its processes)."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
-    ``bfloat16``, ``float16``."""
-    disable_dropout: bool = True
-    """Turn dropout off in the policy and the reference (TRL's default: the log-ratios then compare like with
-    like)."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass instead of keeping them: less memory, more compute."""
-    launch: LaunchParams = field(default_factory=LaunchParams)
-    """Multi-process training: ``{num_processes: 8, config: fsdp}`` (as ``trainer.launch``). The default trains in
-    the run's process."""
-
-    def validate(self) -> list[str]:
-        problems = []
-        if self.max_steps == 0:
-            problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
-        if self.max_prompt_length >= self.max_length:
-            problems.append(f"max_prompt_length: {self.max_prompt_length} leaves no room for the replies within "
-                            f"max_length={self.max_length}; lower it (ETO: 512 of 4096) or use 0")
-        if self.per_device_batch_size > self.batch_size:
-            problems.append(f"per_device_batch_size: {self.per_device_batch_size} is above batch_size="
-                            f"{self.batch_size}")
-        return problems
 
 
 def per_iteration(values: list[float], iteration: int) -> float:
@@ -202,13 +117,100 @@ def _sand_dpo_trainer_class():
     return SandDPOTrainer
 
 
-class DpoTrainer(PreferenceTrainer):
+class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
     """DPO with TRL on preference pairs; LoRA by default (reference without a second model copy), or full."""
 
     name: ClassVar[str] = "trl_dpo"
-    Params: ClassVar[type] = Params
     description: ClassVar[str] = ("DPO (TRL DPOTrainer) on preference pairs, loss on assistant replies only, "
                                   "LoRA or full, optional SFT term on the chosen side")
+
+    @dataclass
+    class Params:
+        lora: bool = True
+        """Train a LoRA adapter (True) or fine-tune every weight (False). With LoRA the reference costs no second
+        model copy (a frozen adapter or adapters disabled); a full fine-tune keeps a frozen reference model."""
+        lora_r: Annotated[int, Ge(1)] = 16
+        """LoRA rank of a fresh adapter (an init adapter that is continued keeps its own rank)."""
+        lora_alpha: Annotated[int, Gt(0)] = 32
+        """LoRA scaling numerator of a fresh adapter (effective scale ``lora_alpha / lora_r``)."""
+        lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
+        """Dropout on a fresh adapter's LoRA branch (TRL disables dropout during DPO unless ``disable_dropout``
+        is False)."""
+        target_modules: str = "all-linear"
+        """Modules a fresh adapter wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
+        beta: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(default_factory=lambda: [0.1, 0.5])
+        """DPO beta per iteration: entry k-1 for iteration k, the last repeating (ETO: 0.1, then 0.5; IPR: [0.1])."""
+        learning_rate: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(
+            default_factory=lambda: [1e-6, 5e-7])
+        """Peak learning rate per iteration, indexed like ``beta`` (ETO's full fine-tune: 1e-6, then 5e-7; IPR:
+        [3e-6]). A LoRA adapter usually needs 10-50x more (e.g. ``[5e-5, 2.5e-5]``)."""
+        loss_type: Literal["sigmoid", "hinge", "ipo", "robust", "sigmoid_norm"] = "sigmoid"
+        """TRL's preference loss: ``sigmoid`` is DPO (ETO, IPR); ``hinge``, ``ipo``, ``robust``, ``sigmoid_norm``
+        (length-normalized DPO) are TRL's variants."""
+        label_smoothing: Annotated[float, Interval(ge=0, lt=0.5)] = 0.0
+        """Conservative-DPO label smoothing (``robust`` loss); 0 for plain DPO."""
+        sft_weight: Annotated[float, Ge(0)] = 0.0
+        """Weight of an NLL term on the chosen side added to the preference loss: IPR's ``DPO - log pi(chosen)``
+        is 1.0; 0 (ETO) adds none. It is TRL's ``sft`` loss: the mean negative log-likelihood per trained chosen
+        token of the micro-batch (TRL 1.16 has no ``rpo_alpha``)."""
+        lr_scheduler_type: str = "constant_with_warmup"
+        """Any ``transformers`` scheduler name (ETO: ``constant_with_warmup``; ``cosine``, ``linear`` ...)."""
+        warmup_ratio: Annotated[float, Interval(ge=0, lt=1)] = 0.1
+        """Fraction of the total steps spent warming the learning rate up, in [0, 1) (ETO, IPR: 0.1)."""
+        weight_decay: Annotated[float, Ge(0)] = 0.0
+        """AdamW weight decay."""
+        batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 32
+        """Effective batch size in pairs: ``per_device_batch_size`` x gradient accumulation x devices (ETO: 32,
+        IPR: 48); at most 65536."""
+        per_device_batch_size: Annotated[int, Interval(ge=1, le=MAX_DEVICE_BATCH)] = 1
+        """Pairs per forward pass (each pair is two sequences), at most 4096; gradient accumulation makes up
+        ``batch_size``."""
+        max_length: Annotated[int, Ge(1)] = 4096
+        """Tokens kept per prompt + side (a longer side is cut at its end); a pair left with a side without any
+        trained token is dropped (ETO: 4096)."""
+        max_prompt_length: Annotated[int, Ge(0)] = 0
+        """Longest prompt in tokens; a longer one loses its oldest (reply, observation) turns after the task, as the
+        policy shortens a prompt that does not fit. 0 = no limit beyond ``max_length`` (ETO: 512)."""
+        max_steps: Annotated[int, Ge(-1)] = -1
+        """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``)."""
+        save_steps: Annotated[int, Ge(1)] = 50
+        """Write a resumable checkpoint every this many optimizer steps."""
+        save_total_limit: Annotated[int, Ge(1)] = 2
+        """Checkpoints kept in ``checkpoints/`` while training."""
+        keep_checkpoints: bool = False
+        """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
+        logging_steps: Annotated[int, Ge(1)] = 5
+        """Log loss, rewards and margins every this many optimizer steps."""
+        report_to: str = "tensorboard"
+        """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
+        integration (``wandb``, ``trackio``, ``mlflow``, ...), or ``none``; each name is checked by ``sand
+        validate``, its installation when training starts."""
+        threads: Annotated[int, Ge(0)] = 0
+        """torch CPU threads during training; 0 = one per core free when training starts (under ``launch``, shared
+        among its processes)."""
+        dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+        """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
+        ``bfloat16``, ``float16``."""
+        disable_dropout: bool = True
+        """Turn dropout off in the policy and the reference (TRL's default: the log-ratios then compare like with
+        like)."""
+        gradient_checkpointing: bool = False
+        """Recompute activations in the backward pass instead of keeping them: less memory, more compute."""
+        launch: LaunchParams = field(default_factory=LaunchParams)
+        """Multi-process training: ``{num_processes: 8, config: fsdp}`` (as ``trainer.launch``). The default trains in
+        the run's process."""
+
+        def validate(self) -> list[str]:
+            problems = []
+            if self.max_steps == 0:
+                problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
+            if self.max_prompt_length >= self.max_length:
+                problems.append(f"max_prompt_length: {self.max_prompt_length} leaves no room for the replies within "
+                                f"max_length={self.max_length}; lower it (ETO: 512 of 4096) or use 0")
+            if self.per_device_batch_size > self.batch_size:
+                problems.append(f"per_device_batch_size: {self.per_device_batch_size} is above batch_size="
+                                f"{self.batch_size}")
+            return problems + tracker_problems(self.report_to)
 
     def __init__(self, params: Any = None):
         super().__init__(params)
@@ -521,6 +523,10 @@ class DpoTrainer(PreferenceTrainer):
         tmp = out / "training_summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2))
         os.replace(tmp, out / "training_summary.json")
+
+
+Params = DpoTrainer.Params
+"""The name older code imports (the parameters are declared in the class)."""
 
 
 @hookimpl

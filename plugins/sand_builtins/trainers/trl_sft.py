@@ -33,7 +33,9 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+from annotated_types import Ge, Gt, Interval
 
 from sand_framework import hookimpl
 from sand_framework.accelerator import hand_back
@@ -53,6 +55,22 @@ log = logging.getLogger(__name__)
 TRACKERS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "mlflow",
             "neptune", "swanlab", "tensorboard", "trackio", "wandb")
 """Hugging Face ``report_to`` integrations (``transformers.integrations``); each reads its own env vars."""
+MAX_BATCH = 65536
+"""Largest effective batch (examples per optimizer step) a trainer accepts: more is a typo, not a setting."""
+MAX_DEVICE_BATCH = 4096
+"""Largest per-device batch (sequences per forward pass) a trainer accepts."""
+
+
+def tracker_problems(report_to: str) -> list[str]:
+    """``report_to``'s names that no Hugging Face integration has (the validator both trainers declare)."""
+    names = [t.strip().lower() for t in report_to.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TRACKERS and t != "none"]
+    if unknown:
+        return [f"report_to: unknown tracker(s) {', '.join(unknown)}; use none or a comma-separated list of "
+                f"{', '.join(TRACKERS)}"]
+    if "none" in names and len(names) > 1:
+        return [f"report_to: {report_to!r} lists none with other trackers; use none alone"]
+    return []
 
 
 @dataclass
@@ -62,58 +80,6 @@ class LaunchParams:
     config: str = "ddp"
     """Accelerate config: ``ddp``, ``fsdp`` (FSDP v2, full state dict saved), ``zero3`` (DeepSpeed ZeRO-3; needs
     ``deepspeed``), or a path to your own accelerate config file."""
-
-
-@dataclass
-class Params:
-    lora: bool = True
-    """Train a LoRA adapter (True) or fine-tune every weight (False)."""
-    lora_r: int = 16
-    """LoRA rank."""
-    lora_alpha: int = 32
-    """LoRA scaling numerator (effective scale ``lora_alpha / lora_r``)."""
-    lora_dropout: float = 0.05
-    """Dropout on the LoRA branch."""
-    target_modules: str = "all-linear"
-    """Modules LoRA wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
-    learning_rate: float = 2e-4
-    """Peak learning rate. 2e-4 suits LoRA on short runs; the paper's full fine-tune uses 1e-5."""
-    lr_scheduler_type: str = "cosine"
-    """Any ``transformers`` scheduler name (``cosine``, ``linear``, ``constant``, ...)."""
-    warmup_ratio: float = 0.03
-    """Fraction of the total steps spent warming the learning rate up, in [0, 1)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    batch_size: int = 8
-    """Effective batch size: ``per_device_batch_size`` × gradient accumulation × devices."""
-    per_device_batch_size: int = 1
-    """Sequences per forward pass; gradient accumulation makes up the rest of ``batch_size``."""
-    max_length: int = 4096
-    """Tokens kept per trajectory (the start is kept); examples left without assistant tokens are dropped."""
-    max_steps: int = -1
-    """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs."""
-    save_steps: int = 50
-    """Write a resumable checkpoint every this many optimizer steps."""
-    save_total_limit: int = 2
-    """Checkpoints kept in ``checkpoints/`` while training."""
-    keep_checkpoints: bool = False
-    """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
-    logging_steps: int = 5
-    """Log loss and learning rate every this many optimizer steps."""
-    report_to: str = "tensorboard"
-    """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face integration
-    (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or ``none``."""
-    threads: int = 0
-    """torch CPU threads during training; 0 = one per core free when training starts
-    (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
-    dtype: str = "auto"
-    """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
-    ``bfloat16``, ``float16``."""
-    launch: LaunchParams = field(default_factory=LaunchParams)
-    """Multi-process training: ``{num_processes: 8, config: fsdp}``. The default trains in the run's process."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass instead of keeping them: less memory, more compute
-    (``benchmarks/train_memory.py`` measures both); the trained weights are the same."""
 
 
 def parse_trackers(report_to: str) -> list[str]:
@@ -147,12 +113,69 @@ def release_memory() -> None:
     hand_back("after training")
 
 
-class TrlSftTrainer(Trainer):
+class TrlSftTrainer(Trainer["TrlSftTrainer.Params"]):
     """Assistant-only-loss SFT with TRL; LoRA by default, full fine-tune with ``lora: false``."""
 
     name: ClassVar[str] = "trl_sft"
-    Params: ClassVar[type] = Params
     description: ClassVar[str] = "TRL SFTTrainer on the agent's chats, loss on assistant turns only (LoRA or full)."
+
+    @dataclass
+    class Params:
+        lora: bool = True
+        """Train a LoRA adapter (True) or fine-tune every weight (False)."""
+        lora_r: Annotated[int, Ge(1)] = 16
+        """LoRA rank."""
+        lora_alpha: Annotated[int, Gt(0)] = 32
+        """LoRA scaling numerator (effective scale ``lora_alpha / lora_r``)."""
+        lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
+        """Dropout on the LoRA branch."""
+        target_modules: str = "all-linear"
+        """Modules LoRA wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
+        learning_rate: Annotated[float, Gt(0)] = 2e-4
+        """Peak learning rate. 2e-4 suits LoRA on short runs; the paper's full fine-tune uses 1e-5."""
+        lr_scheduler_type: str = "cosine"
+        """Any ``transformers`` scheduler name (``cosine``, ``linear``, ``constant``, ...)."""
+        warmup_ratio: Annotated[float, Interval(ge=0, lt=1)] = 0.03
+        """Fraction of the total steps spent warming the learning rate up, in [0, 1)."""
+        weight_decay: Annotated[float, Ge(0)] = 0.0
+        """AdamW weight decay."""
+        batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 8
+        """Effective batch size: ``per_device_batch_size`` × gradient accumulation × devices; at most 65536."""
+        per_device_batch_size: Annotated[int, Interval(ge=1, le=MAX_DEVICE_BATCH)] = 1
+        """Sequences per forward pass, at most 4096; gradient accumulation makes up the rest of ``batch_size``."""
+        max_length: Annotated[int, Ge(1)] = 4096
+        """Tokens kept per trajectory (the start is kept); examples left without assistant tokens are dropped."""
+        max_steps: Annotated[int, Ge(-1)] = -1
+        """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (0 is refused)."""
+        save_steps: Annotated[int, Ge(1)] = 50
+        """Write a resumable checkpoint every this many optimizer steps."""
+        save_total_limit: Annotated[int, Ge(1)] = 2
+        """Checkpoints kept in ``checkpoints/`` while training."""
+        keep_checkpoints: bool = False
+        """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
+        logging_steps: Annotated[int, Ge(1)] = 5
+        """Log loss and learning rate every this many optimizer steps."""
+        report_to: str = "tensorboard"
+        """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
+        integration (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or
+        ``none``; each name is checked by ``sand validate``, its installation when training starts."""
+        threads: Annotated[int, Ge(0)] = 0
+        """torch CPU threads during training; 0 = one per core free when training starts
+        (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
+        dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+        """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
+        ``bfloat16``, ``float16``."""
+        launch: LaunchParams = field(default_factory=LaunchParams)
+        """Multi-process training: ``{num_processes: 8, config: fsdp}``. The default trains in the run's process."""
+        gradient_checkpointing: bool = False
+        """Recompute activations in the backward pass instead of keeping them: less memory, more compute
+        (``benchmarks/train_memory.py`` measures both); the trained weights are the same."""
+
+        def validate(self) -> list[str]:
+            problems = []
+            if self.max_steps == 0:
+                problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
+            return problems + tracker_problems(self.report_to)
 
     def __init__(self, params: Any = None):
         super().__init__(params)
@@ -402,6 +425,10 @@ class TrlSftTrainer(Trainer):
         tmp = out / "training_summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2))
         os.replace(tmp, out / "training_summary.json")
+
+
+Params = TrlSftTrainer.Params
+"""The name older code imports (the parameters are declared in the class)."""
 
 
 @hookimpl

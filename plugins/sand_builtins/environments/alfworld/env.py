@@ -6,15 +6,18 @@ import dataclasses
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from annotated_types import Ge, Interval
 
 from sand_builtins.environments.alfworld import games, text
 from sand_builtins.environments.alfworld.engine import import_engine, translations_cached
+from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.types import Trajectory
 
 
-class AlfworldEnv(TextEnvironment):
+class AlfworldEnv(TextEnvironment["AlfworldEnv.Params"]):
     """ALFWorld household tasks in text (TextWorld PDDL engine), ETO-style prompts."""
 
     name = "alfworld"
@@ -25,22 +28,17 @@ class AlfworldEnv(TextEnvironment):
     class Params:
         data_dir: str = ""
         """Folder laid out like $ALFWORLD_DATA (holds json_2.1.1/); empty = $ALFWORLD_DATA."""
-        max_steps: int = 30
-        """Step cap per episode, invalid actions included (ETO/MPO use 30-40)."""
-        max_train: int = 0
+        max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] = 30
+        """Step cap per episode, invalid actions included (ETO/MPO use 30-40); at most 1000."""
+        max_train: Annotated[int, Ge(0)] = 0
         """Use only the first max_train train games in sorted id order (0 = all)."""
         keep_initial_look: bool = False
         """Keep the handcoded expert's opening `look` (it repeats the first observation)."""
-        cache_games: int = 256
+        cache_games: Annotated[int, Ge(0)] = 256
         """Games whose PDDL->SAS translation stays cached in this process (0 = no cache)."""
 
     def __init__(self, params: Any = None):
         super().__init__(params)
-        p = self.params
-        if p.max_steps < 1:
-            raise ValueError(f"alfworld: max_steps must be >= 1, not {p.max_steps}")
-        if p.max_train < 0:
-            raise ValueError(f"alfworld: max_train must be >= 0, not {p.max_train}")
         self._root: Path | None = None
         self._engine: types.SimpleNamespace | None = None
         self._tasks: dict[str, list[str]] = {}

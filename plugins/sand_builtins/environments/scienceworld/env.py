@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
+
+from annotated_types import Ge, Interval
 
 from sand_builtins.environments.scienceworld import prompts, thoughts
 from sand_builtins.environments.scienceworld.gold import is_electrical, shorten_gold_path, teleport_allowed
@@ -12,6 +14,7 @@ from sand_builtins.environments.scienceworld.listing import canonical_listing
 from sand_builtins.environments.scienceworld.scoring import ScoreBook
 from sand_builtins.environments.scienceworld.server import JvmServer
 from sand_builtins.environments.scienceworld.tasks import eto_max_steps, make_task_id, parse_task_id, split_pairs
+from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.errors import ReplayMismatch
 from sand_framework.types import Step
@@ -22,7 +25,7 @@ MAX_ACTION_CHARS = 300
 """Longer (or non-printable) inputs are answered with UNKNOWN_ACTION without a JVM call."""
 
 
-class ScienceWorldEnv(TextEnvironment):
+class ScienceWorldEnv(TextEnvironment["ScienceWorldEnv.Params"]):
     """ScienceWorld tasks with ETO's splits, ids, step caps and reward; one warm JVM per instance."""
 
     name = "scienceworld"
@@ -35,17 +38,17 @@ class ScienceWorldEnv(TextEnvironment):
         """ScienceWorld simplifications; ETO uses ``easy`` (teleport, open doors/containers, ...)."""
         initial_look: bool = True
         """Append the first ``look around`` to the task text (False: the task description alone, as ETO)."""
-        max_steps: int = 0
-        """Step cap for every task; 0 = ETO's per-task cap from max_steps.json."""
-        default_max_steps: int = 100
+        max_steps: Annotated[int, Interval(ge=0, le=MAX_EPISODE_STEPS)] = 0
+        """Step cap for every task, at most 1000; 0 = ETO's per-task cap from max_steps.json."""
+        default_max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] = 100
         """Cap for the five tasks in taskname2id that have no max_steps.json entry (in no split)."""
-        max_invalid_streak: int = 0
+        max_invalid_streak: Annotated[int, Ge(0)] = 0
         """End the episode after this many unparsable actions in a row (e.g. 10); 0 = never."""
         keep_max_on_failure: bool = False
         """On a failed task (score < 0) keep the best score as reward (ETO's eval loop) instead of 0."""
         java_heap: str = "768m"
         """JVM heap cap (-Xmx) for each instance's JVM, unless JAVA_TOOL_OPTIONS already sets one; '' = none."""
-        max_restarts: int = 3
+        max_restarts: Annotated[int, Ge(0)] = 3
         """Restarts of a dead JVM tried per call before giving up."""
         shorten_expert: bool = True
         """Replace the gold path's walks (``open door to X``, ``go to X``, ...) by ``teleport to X`` where the
@@ -58,9 +61,6 @@ class ScienceWorldEnv(TextEnvironment):
     def __init__(self, params: Any = None):
         super().__init__(params)
         p = self.params
-        if p.max_steps < 0 or p.default_max_steps < 1 or p.max_invalid_streak < 0 or p.max_restarts < 0:
-            raise ValueError("scienceworld: max_steps, max_invalid_streak and max_restarts must be >= 0, "
-                             "default_max_steps >= 1")
         self._server = JvmServer(p)
         self._experts: dict[str, list[str]] = {}
         self.faults_survived = 0
