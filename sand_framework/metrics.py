@@ -175,3 +175,29 @@ def task_results_from_units(units: Iterable[dict[str, Any]]) -> list[TaskResult]
     """TaskResults from eval unit-log records (``{"trajectory", "prompt_tokens", "completion_tokens"}``)."""
     return [TaskResult(Trajectory.from_dict(u["trajectory"]), u.get("prompt_tokens", 0), u.get("completion_tokens", 0))
             for u in units]
+
+
+def rollout_rates(seconds: float, agent_turns: float, completion_tokens: float, engine_busy_seconds: float | None,
+                  prompt_tokens: float = 0) -> dict[str, Any]:
+    """A stage's rollout throughput for ``metrics.json``: agent turns and generated tokens per second of the stage's
+    compute (``seconds``) and the engine's utilization (its busy seconds / ``seconds``; None when the backend does
+    not report them)."""
+    out: dict[str, Any] = {"seconds": round(seconds, 2), "agent_turns": int(agent_turns),
+                           "completion_tokens": int(completion_tokens), "prompt_tokens": int(prompt_tokens),
+                           "agent_turns_per_s": round(agent_turns / seconds, 3) if seconds > 0 else None,
+                           "tokens_per_s": round(completion_tokens / seconds, 1) if seconds > 0 else None}
+    out["engine_utilization"] = (round(min(1.0, engine_busy_seconds / seconds), 3)
+                                 if engine_busy_seconds is not None and seconds > 0 else None)
+    return out
+
+
+def synthesis_rates(units: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`rollout_rates` of a synthesis stage from its units' recorded batch costs (``stats``)."""
+    total: dict[str, float] = {}
+    for unit in units:
+        for key, value in (unit.get("stats") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    busy = total.get("backend_engine_busy_seconds", total.get("backend_busy_seconds"))
+    return rollout_rates(total.get("seconds", 0.0), total.get("agent_turns", 0),
+                         total.get("backend_completion_tokens", 0), busy, total.get("backend_prompt_tokens", 0))

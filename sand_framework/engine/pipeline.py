@@ -38,6 +38,7 @@ from sand_framework.errors import ComponentError, EmptyStageError, IncompleteSta
 from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.pairs import write_preference_pairs
+from sand_framework.metrics import rollout_rates, synthesis_rates
 from sand_framework.types import DeliberationRecord, Trajectory
 
 T = TypeVar("T")
@@ -314,10 +315,24 @@ class Pipeline:
             "weights": weights,
             "backend": ctx.components["policy"].stats if "policy" in ctx.components else {},
         }
+        metrics["rollouts"] = rollout_metrics(
+            {f"synth/iter{k}": self.rd.units(L.synthesis_units(k)).values() for k in range(1, run.iterations + 1)},
+            getattr(ctx.components.get("evaluator"), "rollout_stats", None))
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
         self.rd.write_json(L.METRICS, metrics)
         self._notify("sand_run_end", metrics=metrics)
         return metrics
+
+
+def rollout_metrics(synthesis_units: dict[str, Any], eval_stats: dict[str, float] | None) -> dict[str, Any]:
+    """``metrics.json``'s ``rollouts``: per synthesis stage (from its units' batch costs, so resumed stages count)
+    and for this session's evaluation: agent turns/s, tokens/s and engine utilization."""
+    out = {stage: synthesis_rates(units) for stage, units in synthesis_units.items()}
+    if eval_stats and eval_stats.get("rollout_seconds"):
+        out["eval"] = rollout_rates(eval_stats["rollout_seconds"], eval_stats["agent_turns"],
+                                    eval_stats["completion_tokens"], eval_stats.get("engine_busy_seconds"),
+                                    eval_stats.get("prompt_tokens", 0))
+    return out
 
 
 def batch_cost(before: tuple[dict[str, Any], dict[str, Any]], after: tuple[dict[str, Any], dict[str, Any]],
@@ -329,6 +344,12 @@ def batch_cost(before: tuple[dict[str, Any], dict[str, Any]], after: tuple[dict[
     cost: dict[str, Any] = {"seconds": round(seconds, 2)}
     for key in ("calls", "prompt_tokens", "completion_tokens"):
         cost[f"backend_{key}"] = pol1.get(key, 0) - pol0.get(key, 0)
+    for key in ("busy_seconds", "engine_busy_seconds", "engine_queue_seconds"):
+        if key in pol1:
+            cost[f"backend_{key}"] = round(pol1.get(key, 0) - pol0.get(key, 0), 3)
     for key in ("env_steps", "faults_survived", "hangs"):
         cost[key if key == "env_steps" else f"env_{key}"] = ex1.get(key, 0) - ex0.get(key, 0)
+    for key in ("agent_turns", "rollout_seconds"):  # the executor's rollout loops (lock-step or asynchronous)
+        if key in ex1:
+            cost[key] = round(ex1.get(key, 0) - ex0.get(key, 0), 3)
     return cost
