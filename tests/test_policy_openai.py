@@ -564,3 +564,16 @@ def test_real_vllm_serve(vllm_server, smollm2_dir):
     finally:
         pol.close()
         one.close()
+
+
+def test_per_request_seeds_and_submit(make):
+    """``SamplingParams.seeds`` sends each chat its own seed; ``submit`` (asynchronous rollouts) sends one request
+    per chat with its seed and returns what ``generate`` returns for it."""
+    srv, pol = make()
+    out = pol.generate([CHAT, CHAT[:1]], SamplingParams(temperature=0.8, max_new_tokens=20, seeds=[41, 42]))
+    assert sorted(b["seed"] for b in srv.requests) == [41, 42]
+    futures = [pol.submit(c, SamplingParams(temperature=0.8, max_new_tokens=20, seeds=[s]))
+               for c, s in ((CHAT, 41), (CHAT[:1], 42))]
+    got = [f.result(timeout=30) for f in futures]
+    assert [[c.text for c in r] for r in got] == [[c.text for c in r] for r in out]
+    assert sorted(b["seed"] for b in srv.requests[2:]) == [41, 42]
