@@ -1,7 +1,8 @@
-"""Training across several processes: one ``sand run`` stage under ``accelerate launch``.
+"""Training across several processes: one ``sand run`` stage under ``accelerate launch``, for any TRL trainer.
 
-``trainer.launch: {num_processes: 8, config: fsdp}`` makes the trainer write
-its request (trajectories, params) into the stage's output directory and run
+``launch: {num_processes: 8, config: fsdp}`` (``trainer.launch`` or
+``preference_trainer.launch``) makes the trainer write its request (trajectories or pairs, params, and which
+trainer class it is) into the stage's output directory and run
 ``accelerate launch --config_file CONFIG --num_processes N -m
 sand_builtins.trainers.rank REQUEST``; every rank rebuilds the same trainer
 from that file and trains in process (:mod:`.rank`). The parent holds no model meanwhile
@@ -16,22 +17,35 @@ file; any other value is a path to the user's own accelerate config.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sand_framework.components import TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_framework.errors import SandError
-from sand_framework.types import Trajectory
+from sand_framework.types import PreferencePair, Trajectory
 
 CONFIG_DIR = Path(__file__).parent / "accelerate"
 SHIPPED_CONFIGS = tuple(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
 REQUEST_FILE = "launch_request.json"
+DEFAULT_TRAINER = "sand_builtins.trainers.trl_sft:TrlSftTrainer"
+"""The trainer of a request file that names none (written before requests named their trainer)."""
+
+
+@dataclass
+class LaunchParams:
+    num_processes: int = 1
+    """Training processes (one per GPU). Above 1 the stage runs under ``accelerate launch``."""
+    config: str = "ddp"
+    """Accelerate config: ``ddp``, ``fsdp`` (FSDP v2, full state dict saved), ``zero3`` (DeepSpeed ZeRO-3; needs
+    ``deepspeed``), or a path to your own accelerate config file."""
 
 
 class LaunchError(SandError):
@@ -57,34 +71,56 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_request(request: TrainRequest, params: Any, path: Path) -> None:
-    body = {
-        "params": dataclasses.asdict(params),
-        "request": {**{f.name: getattr(request, f.name) for f in dataclasses.fields(request)
-                       if f.name != "trajectories"},
-                    "trajectories": [t.to_dict() for t in request.trajectories]},
-    }
+def trainer_class(path: str) -> type:
+    """The class ``module:QualName`` names (what a rank runs)."""
+    module, _, qualname = path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def trainer_path(cls: type) -> str:
+    """``module:QualName`` of ``cls``, checked to lead back to it (a class made inside a function cannot)."""
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        found = trainer_class(path)
+    except (ImportError, AttributeError):
+        found = None
+    if found is not cls:
+        raise LaunchError(f"{path} cannot run under `accelerate launch`: each rank imports its trainer class by "
+                          f"name, so it must be defined at a module's top level")
+    return path
+
+
+def write_request(request: TrainRequest, params: Any, path: Path, trainer: type) -> None:
+    req = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+    req["trajectories"] = [t.to_dict() for t in request.trajectories]
+    req["pairs"] = [p.to_dict() for p in request.pairs]
+    body = {"trainer": trainer_path(trainer), "params": dataclasses.asdict(params), "request": req}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(body))
     os.replace(tmp, path)
 
 
-def read_request(path: Path) -> tuple[dict[str, Any], TrainRequest]:
+def read_request(path: Path) -> tuple[type, dict[str, Any], TrainRequest]:
+    """(the trainer class, its raw params, the request) a rank rebuilds from ``path``."""
     body = json.loads(Path(path).read_text())
     req = dict(body["request"])
-    req["trajectories"] = [Trajectory.from_dict(t) for t in req["trajectories"]]
-    return body["params"], TrainRequest(**req)
+    req["trajectories"] = [Trajectory.from_dict(t) for t in req.get("trajectories", [])]
+    req["pairs"] = [PreferencePair.from_dict(p) for p in req.get("pairs", [])]
+    return trainer_class(body.get("trainer", DEFAULT_TRAINER)), body["params"], TrainRequest(**req)
 
 
-def launch(request: TrainRequest, params: Any) -> None:
-    """Run the training stage in ``params.launch.num_processes`` processes and wait for them."""
+def launch(request: TrainRequest, params: Any, trainer: type) -> None:
+    """Run ``trainer``'s stage in ``params.launch.num_processes`` processes and wait for them."""
     out = Path(request.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     req_file = out / REQUEST_FILE
     # the free cores are measured once, here: ranks measuring them side by side would each take them all
     threads = params.threads or max(1, cpu_threads() // params.launch.num_processes)
     params = dataclasses.replace(params, threads=threads)
-    write_request(request, params, req_file)
+    write_request(request, params, req_file, trainer)
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
            str(config_path(params.launch.config)), "--num_processes", str(params.launch.num_processes),
            "--num_machines", "1", "--main_process_port", str(_free_port()),
@@ -93,6 +129,7 @@ def launch(request: TrainRequest, params: Any) -> None:
     proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0 or not (out / "final").is_dir():
         raise LaunchError(
-            f"training under `accelerate launch` ({params.launch.num_processes} processes, config "
-            f"{params.launch.config}) exited with status {proc.returncode}; the ranks' output is above. "
+            f"{getattr(trainer, 'name', '') or trainer.__name__} training under `accelerate launch` "
+            f"({params.launch.num_processes} processes, config {params.launch.config}) exited with status "
+            f"{proc.returncode}; the ranks' output is above. "
             f"Fix the cause and resume the run: checkpoints in {out / 'checkpoints'} are kept.")

@@ -43,17 +43,14 @@ Outputs, as ``trl_sft``'s, under ``request.output_dir``: ``checkpoints/``
 renamed into place), ``logs/`` (TensorBoard) and ``training_summary.json``
 (steps, losses, pairs, reward accuracy and margins as TRL logs them). With
 ``launch.num_processes > 1`` the stage runs under ``accelerate launch``
-(:mod:`.dpo_launch`).
+(:mod:`.launch`). What both trainers do around TRL's trainer (set-up, resume,
+the atomic ``final/``, the summary's common entries) is :mod:`.stage`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -61,18 +58,13 @@ from typing import Annotated, Any, ClassVar, Literal
 from annotated_types import Ge, Gt, Interval, MinLen
 
 from sand_framework import hookimpl
-from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import PreferenceTrainer, TrainRequest
-from sand_framework.cpu_threads import cpu_threads
 from sand_builtins.models import is_adapter
-from sand_builtins.trainers import dpo_launch
-from sand_builtins.trainers.checkpoints import latest_checkpoint
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
-from sand_builtins.trainers.loading import optimizer_steps, prepare_loading, warmup_steps
-from sand_builtins.trainers.progress import RichProgress
-from sand_builtins.trainers.trl_sft import (
-    MAX_BATCH, MAX_DEVICE_BATCH, LaunchParams, parse_trackers, release_memory, tracker_problems,
-)
+from sand_builtins.trainers.launch import LaunchParams
+from sand_builtins.trainers.loading import prepare_loading
+from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, TrlStage, logged
+from sand_builtins.trainers.trackers import tracker_problems
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +109,13 @@ def _sand_dpo_trainer_class():
     return SandDPOTrainer
 
 
-class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
+class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
     """DPO with TRL on preference pairs; LoRA by default (reference without a second model copy), or full."""
 
     name: ClassVar[str] = "trl_dpo"
     description: ClassVar[str] = ("DPO (TRL DPOTrainer) on preference pairs, loss on assistant replies only, "
                                   "LoRA or full, optional SFT term on the chosen side")
+    summary_unit: ClassVar[str] = "pairs"
 
     @dataclass
     class Params:
@@ -214,34 +207,11 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
 
     def __init__(self, params: Any = None):
         super().__init__(params)
-        self.extra_callbacks: list[Any] = []
-        """``transformers.TrainerCallback`` objects added to every run (tests, progress bars)."""
         self.reference: str = ""
         """How the last :meth:`build` held the reference model (recorded in the training summary)."""
         self.merge_at_end = False
-        self.loading: Any = None
-        """How the last :meth:`build` loaded the model (:class:`~sand_builtins.trainers.loading.LoadingMode`)."""
-
-    @classmethod
-    def weights_kind(cls, params: Params) -> str:
-        """What :meth:`train` writes: ``adapter`` (LoRA on the base model) or ``full``."""
-        return "adapter" if params.lora else "full"
 
     # ------------------------------------------------------------------ setup
-
-    def _device(self) -> tuple[bool, Any, bool]:
-        """(use_cuda, weights dtype, bf16 autocast)."""
-        import torch
-
-        cuda = torch.cuda.is_available()
-        p = self.params
-        if p.dtype == "auto":
-            if not cuda:
-                return False, torch.float32, False
-            bf16_ok = torch.cuda.is_bf16_supported()
-            return True, (torch.bfloat16 if (p.lora and bf16_ok) else torch.float32), bf16_ok
-        dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[p.dtype]
-        return cuda, dtype, cuda and dtype == torch.bfloat16
 
     @staticmethod
     def _load_full(weights: str | None, base_model: str, dtype):
@@ -277,17 +247,10 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
             if same:
                 self.reference = "frozen copy of the init adapter (adapter 'ref')"
                 return model, None, None, None
-            if ref is None:
-                self.reference = "the base model (adapters disabled)"
-                return model, None, None, None
-            if is_adapter(ref):
-                self.reference = f"adapter 'ref' loaded from {ref}"
-                return model, None, None, ref
-            self.reference = f"ref_model loaded from {ref} (a full model)"
-            return model, self._load_full(ref, request.base_model, dtype), None, None
+            return self._reference_on_base(model, None, ref, request.base_model, dtype)
         # a fresh adapter: on the base model, or on a full init model (merged into it at the end)
         model = AutoModelForCausalLM.from_pretrained(init or request.base_model, dtype=dtype)
-        config = self._peft_config()
+        config = self._lora_config()
         if init:  # the adapter is relative to the init model, not to the base: final/ is the merged model
             self.merge_at_end = True
             if same:
@@ -295,6 +258,12 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
                 return model, None, config, None
             self.reference = f"ref_model loaded from {ref or 'the base model'}"
             return model, self._load_full(ref, request.base_model, dtype), config, None
+        return self._reference_on_base(model, config, ref, request.base_model, dtype)
+
+    def _reference_on_base(self, model, config, ref: str | None, base_model: str,
+                           dtype) -> tuple[Any, Any, Any, str | None]:
+        """:meth:`_load_models`' answer for a policy that is adapters on the base model: the reference is the base
+        (adapters disabled), an adapter ``ref`` on the same base, or else an explicit full ``ref_model``."""
         if ref is None:
             self.reference = "the base model (adapters disabled)"
             return model, None, config, None
@@ -302,37 +271,18 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
             self.reference = f"adapter 'ref' loaded from {ref}"
             return model, None, config, ref
         self.reference = f"ref_model loaded from {ref} (a full model)"
-        return model, self._load_full(ref, request.base_model, dtype), config, None
-
-    def _peft_config(self):
-        from peft import LoraConfig
-
-        tm = self.params.target_modules
-        targets: Any = tm if tm == "all-linear" else [t.strip() for t in tm.split(",") if t.strip()]
-        return LoraConfig(r=self.params.lora_r, lora_alpha=self.params.lora_alpha,
-                          lora_dropout=self.params.lora_dropout, target_modules=targets, bias="none",
-                          task_type="CAUSAL_LM")
+        return model, self._load_full(ref, base_model, dtype), config, None
 
     def build(self, request: TrainRequest):
         """The configured TRL DPO trainer for ``request`` (not yet trained)."""
-        import torch
-        from transformers import set_seed
         from trl import DPOConfig
 
         p = self.params
         if not request.pairs:
             raise ValueError("trl_dpo: no preference pairs to train on")
-        out = Path(request.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        torch.set_num_threads(cpu_threads(p.threads))
-        set_seed(request.seed)
-
+        self._prepare(request)
         use_cuda, dtype, bf16 = self._device()
-        fmt_src = request.init_weights if has_tokenizer(request.init_weights) else request.base_model
-        self.chat_format = ChatFormat.from_pretrained(fmt_src)
         tokenizer = self.chat_format.tokenizer
-        if tokenizer.pad_token is None:  # padded positions are outside every mask
-            tokenizer.pad_token = tokenizer.eos_token
         dataset, self.examples = build_dataset(request.pairs, self.chat_format, p.max_length, p.max_prompt_length)
         if self.examples.truncated:
             log.warning("trl_dpo: %d of %d pairs are longer than max_length=%d / max_prompt_length=%d tokens and "
@@ -341,52 +291,17 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
                         p.max_length, p.max_prompt_length, self.examples.dropped)
         self.beta = per_iteration(p.beta, request.iteration)
         self.learning_rate = per_iteration(p.learning_rate, request.iteration)
-
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
-        total = optimizer_steps(len(dataset), p.per_device_batch_size, world, accum, float(request.epochs),
-                                p.max_steps)
-        callbacks = [*self.extra_callbacks, RichProgress(f"dpo {out.name}")]
-        trackers = parse_trackers(p.report_to)
-        if "tensorboard" in trackers:
-            from torch.utils.tensorboard import SummaryWriter
-            from transformers.integrations import TensorBoardCallback
-
-            callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "logs"))))
-        others = [t for t in trackers if t != "tensorboard"]
+        args, callbacks = self._arguments(request, len(dataset), "dpo", use_cuda, bf16)
         losses = [p.loss_type] + (["sft"] if p.sft_weight > 0 else [])
         config = DPOConfig(
-            output_dir=str(out / "checkpoints"),
-            num_train_epochs=float(request.epochs),
-            max_steps=p.max_steps,
-            per_device_train_batch_size=p.per_device_batch_size,
-            gradient_accumulation_steps=accum,
+            **args,
             learning_rate=self.learning_rate,
-            lr_scheduler_type=p.lr_scheduler_type,
-            warmup_steps=warmup_steps(float(p.warmup_ratio), total),  # an int: transformers 4 and 5 alike
-            weight_decay=p.weight_decay,
             beta=self.beta,
             loss_type=losses,
             loss_weights=[1.0, float(p.sft_weight)] if p.sft_weight > 0 else None,
             label_smoothing=p.label_smoothing,
             max_length=None,  # dpo_data already cut every row to max_length
             disable_dropout=p.disable_dropout,
-            save_strategy="steps",
-            save_steps=p.save_steps,
-            save_total_limit=p.save_total_limit,
-            logging_steps=p.logging_steps,
-            logging_first_step=True,
-            report_to=others or "none",
-            run_name=f"{out.parent.parent.name}/{out.name}",
-            seed=request.seed,
-            data_seed=request.seed,
-            bf16=bf16,
-            fp16=False,
-            use_cpu=not use_cuda,
-            gradient_checkpointing=bool(p.gradient_checkpointing),
-            dataloader_num_workers=0,
-            dataset_num_proc=None,
-            disable_tqdm=True,
         )
         # arguments before weights: the loads below are ZeRO-3 / FSDP-aware (.loading)
         self.loading = prepare_loading(config)
@@ -425,80 +340,30 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
             if f".{REF_ADAPTER}." in name:
                 param.requires_grad_(False)
 
-    # ------------------------------------------------------------------ train
+    # ------------------------------------------------------------------ output
 
-    def train(self, request: TrainRequest) -> str:
-        final = Path(request.output_dir) / "final"
-        if final.is_dir():
-            return str(final)
-        if self.params.launch.num_processes > 1:
-            dpo_launch.launch(request, self.params)
-            return str(final)
-        return self.train_in_process(request)
-
-    def train_in_process(self, request: TrainRequest) -> str:
-        """Train in this process: alone, or as one rank of ``accelerate launch`` (every rank runs this)."""
-        import torch
-
-        out = Path(request.output_dir)
-        final = out / "final"
-        prev_threads = torch.get_num_threads()
-        start = time.time()
-        trainer = None
-        try:
-            trainer = self.build(request)
-            resume = latest_checkpoint(out / "checkpoints")
-            if resume:
-                log.info("trl_dpo: resuming from %s", resume)
-            result = trainer.train(resume_from_checkpoint=resume)
-            tmp = out / "final.tmp"
-            if trainer.is_world_process_zero() and tmp.exists():
-                shutil.rmtree(tmp)
-            trainer.accelerator.wait_for_everyone()
-            if self.merge_at_end:  # an adapter on a full init model: the next agent is the merged model
-                if trainer.is_world_process_zero():
-                    merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
-                    merged.save_pretrained(str(tmp))
-            else:
-                trainer.save_model(str(tmp))  # a collective under FSDP / ZeRO-3; the main process writes
-            trainer.accelerator.wait_for_everyone()
+    def _save_weights(self, trainer, folder: Path) -> None:
+        """The trained adapter or model, without the frozen reference; an adapter on a full init model is
+        merged into it (the next agent is the merged model)."""
+        if self.merge_at_end:
             if trainer.is_world_process_zero():
-                shutil.rmtree(tmp / REF_ADAPTER, ignore_errors=True)
-                self.chat_format.save(tmp)
-                os.replace(tmp, final)
-                self._write_summary(out, trainer, result, time.time() - start, resume, request)
-                if not self.params.keep_checkpoints:
-                    shutil.rmtree(out / "checkpoints", ignore_errors=True)
-            trainer.accelerator.wait_for_everyone()
-        finally:
-            torch.set_num_threads(prev_threads)
-            trainer = None
-            release_memory()
-        return str(final)
+                merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+                merged.save_pretrained(str(folder))
+        else:
+            super()._save_weights(trainer, folder)
+        if trainer.is_world_process_zero():
+            shutil.rmtree(folder / REF_ADAPTER, ignore_errors=True)
 
-    def _write_summary(self, out: Path, trainer, result, wall: float, resumed: str | None,
-                       request: TrainRequest) -> None:
-        history = trainer.state.log_history
-
-        def series(key: str) -> list[float]:
-            return [h[key] for h in history if key in h]
-
-        losses = series("loss")
-        accuracies, margins = series("rewards/accuracies"), series("rewards/margins")
-        model = trainer.model
-        summary = {
-            "steps": trainer.state.global_step,
-            "epochs": trainer.state.epoch,
-            "train_loss_first": losses[0] if losses else None,
-            "train_loss_last": losses[-1] if losses else None,
-            "train_loss_mean": getattr(result, "training_loss", None),
-            "losses": losses,
+    def _stage_facts(self, trainer, request: TrainRequest, wall: float) -> dict[str, Any]:
+        """Reward accuracy and margins as TRL logs them, the pairs, and the iteration's settings and reference."""
+        accuracies, margins = logged(trainer, "rewards/accuracies"), logged(trainer, "rewards/margins")
+        return {
             "reward_accuracy_first": accuracies[0] if accuracies else None,
             "reward_accuracy_last": accuracies[-1] if accuracies else None,
             "reward_margin_first": margins[0] if margins else None,
             "reward_margin_last": margins[-1] if margins else None,
             "reward_margins": margins,
-            "wall_seconds": round(wall, 2),
+            "wall_seconds": wall,
             "pairs": len(request.pairs),
             "examples": len(trainer.train_dataset),
             "iteration": request.iteration,
@@ -511,18 +376,7 @@ class DpoTrainer(PreferenceTrainer["DpoTrainer.Params"]):
             "init_weights": request.init_weights,
             "output": "full (adapter merged into the init model)" if self.merge_at_end else
                       self.weights_kind(self.params),
-            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
-            "total_params": sum(p.numel() for p in model.parameters()),
-            "lora": self.params.lora,
-            "chat_format": dataclasses.asdict(self.chat_format.info),
-            "truncated_pairs": self.examples.truncated,
-            "dropped_pairs": self.examples.dropped,
-            "resumed_from": resumed,
-            "loading": dataclasses.asdict(self.loading) if self.loading is not None else None,
         }
-        tmp = out / "training_summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out / "training_summary.json")
 
 
 Params = DpoTrainer.Params

@@ -9,7 +9,10 @@ other template is ever substituted, so every policy renders its prompts as
 token prefixes of these training sequences.
 
 With ``launch.num_processes > 1`` the stage runs under ``accelerate launch``
-(DDP, FSDP or DeepSpeed ZeRO-3 configs shipped; see :mod:`.launch`).
+(DDP, FSDP or DeepSpeed ZeRO-3 configs shipped; see :mod:`.launch`). What
+this trainer shares with ``trl_dpo`` around TRL's trainer (set-up, resume,
+the atomic ``final/``, the summary's common entries) is :mod:`.stage`; the
+``report_to`` names are :mod:`.trackers`'.
 
 Outputs, all in standard Hugging Face format under ``request.output_dir``:
 
@@ -25,12 +28,7 @@ Outputs, all in standard Hugging Face format under ``request.output_dir``:
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-import os
-import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -38,82 +36,22 @@ from typing import Annotated, Any, ClassVar, Literal
 from annotated_types import Ge, Gt, Interval
 
 from sand_framework import hookimpl
-from sand_framework.accelerator import hand_back
-from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import Trainer, TrainRequest
-from sand_framework.cpu_threads import cpu_threads
 from sand_builtins.models import is_adapter
-from sand_builtins.trainers import launch as launching
-from sand_builtins.trainers.checkpoints import latest_checkpoint
-from sand_builtins.trainers.loading import optimizer_steps, prepare_loading, warmup_steps
-from sand_builtins.trainers.progress import RichProgress
+from sand_builtins.trainers.launch import LaunchParams
+from sand_builtins.trainers.loading import prepare_loading
 from sand_builtins.trainers.sft_data import build_dataset
+from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, TrlStage, release_memory
+from sand_builtins.trainers.trackers import TRACKERS, parse_trackers, tracker_problems
+
+__all__ = ["MAX_BATCH", "MAX_DEVICE_BATCH", "TRACKERS", "LaunchParams", "Params", "TrlSftTrainer", "parse_trackers",
+           "release_memory", "tracker_problems"]
+"""Names other modules import from here; the shared ones live in :mod:`.stage`, :mod:`.trackers`, :mod:`.launch`."""
 
 log = logging.getLogger(__name__)
 
 
-TRACKERS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "mlflow",
-            "neptune", "swanlab", "tensorboard", "trackio", "wandb")
-"""Hugging Face ``report_to`` integrations (``transformers.integrations``); each reads its own env vars."""
-MAX_BATCH = 65536
-"""Largest effective batch (examples per optimizer step) a trainer accepts: more is a typo, not a setting."""
-MAX_DEVICE_BATCH = 4096
-"""Largest per-device batch (sequences per forward pass) a trainer accepts."""
-
-
-def tracker_problems(report_to: str) -> list[str]:
-    """``report_to``'s names that no Hugging Face integration has (the validator both trainers declare)."""
-    names = [t.strip().lower() for t in report_to.split(",") if t.strip()]
-    unknown = [t for t in names if t not in TRACKERS and t != "none"]
-    if unknown:
-        return [f"report_to: unknown tracker(s) {', '.join(unknown)}; use none or a comma-separated list of "
-                f"{', '.join(TRACKERS)}"]
-    if "none" in names and len(names) > 1:
-        return [f"report_to: {report_to!r} lists none with other trackers; use none alone"]
-    return []
-
-
-@dataclass
-class LaunchParams:
-    num_processes: int = 1
-    """Training processes (one per GPU). Above 1 the stage runs under ``accelerate launch``."""
-    config: str = "ddp"
-    """Accelerate config: ``ddp``, ``fsdp`` (FSDP v2, full state dict saved), ``zero3`` (DeepSpeed ZeRO-3; needs
-    ``deepspeed``), or a path to your own accelerate config file."""
-
-
-def parse_trackers(report_to: str) -> list[str]:
-    """``report_to`` as a list of integration names; raises ``ValueError`` naming the valid ones."""
-    names = [t.strip().lower() for t in report_to.split(",") if t.strip()]
-    if names in ([], ["none"]):
-        return []
-    unknown = [t for t in names if t not in TRACKERS]
-    if unknown:
-        raise ValueError(f"trl_sft: unknown report_to {', '.join(unknown)}; use none or any of {', '.join(TRACKERS)}")
-    from transformers.integrations import get_available_reporting_integrations
-
-    missing = sorted(set(names) - set(get_available_reporting_integrations()))
-    if missing:
-        raise ValueError(f"trl_sft: report_to {', '.join(missing)} is not installed; "
-                         f"pip install {' '.join(missing)} (or report_to: none)")
-    return names
-
-
-def release_memory() -> None:
-    """Hand the training stage's memory back before sampling/evaluation start in the same process.
-
-    Host memory: activations and optimizer state of a CPU run stay in glibc's
-    arenas after the trainer is gone (a 135M-parameter SFT left ~7 GB
-    resident). Device memory: PyTorch's CUDA caching allocator keeps what the
-    stage used reserved, and a vLLM engine refuses to start or wake on a GPU
-    whose free memory is below ``gpu_memory_utilization`` x total. Both are
-    handed back by :func:`sand_framework.accelerator.hand_back`, the one place
-    that does it (the run calls it again before its policy starts).
-    """
-    hand_back("after training")
-
-
-class TrlSftTrainer(Trainer["TrlSftTrainer.Params"]):
+class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
     """Assistant-only-loss SFT with TRL; LoRA by default, full fine-tune with ``lora: false``."""
 
     name: ClassVar[str] = "trl_sft"
@@ -177,13 +115,6 @@ class TrlSftTrainer(Trainer["TrlSftTrainer.Params"]):
                 problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
             return problems + tracker_problems(self.report_to)
 
-    def __init__(self, params: Any = None):
-        super().__init__(params)
-        self.extra_callbacks: list[Any] = []
-        """``transformers.TrainerCallback`` objects added to every run (tests, progress bars)."""
-        self.loading: Any = None
-        """How the last :meth:`build` loaded the model (:class:`~sand_builtins.trainers.loading.LoadingMode`)."""
-
     @classmethod
     def device_plan(cls, params: Params, node: Any) -> list[str]:
         """``sand plan``: where training runs on ``node`` (:class:`sand_framework.accelerator.Node`)."""
@@ -208,34 +139,11 @@ class TrlSftTrainer(Trainer["TrlSftTrainer.Params"]):
         return lines
 
     @classmethod
-    def weights_kind(cls, params: Params) -> str:
-        """What :meth:`train` writes: ``adapter`` (LoRA) or ``full``; the policy lays its engines out by it."""
-        return "adapter" if params.lora else "full"
-
-    @classmethod
     def context_token_budget(cls, params: Params) -> dict[str, tuple[str, int]]:
         """The context the agent is trained on; ``sand validate`` checks the policy's engine and prompts hold it."""
         return {"train": ("max_length", int(params.max_length))}
 
     # ------------------------------------------------------------------ setup
-
-    def _device(self) -> tuple[bool, Any, bool]:
-        """(use_cuda, weights dtype, bf16 autocast)."""
-        import torch
-
-        cuda = torch.cuda.is_available()
-        p = self.params
-        names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-        if p.dtype == "auto":
-            if not cuda:
-                return False, torch.float32, False
-            bf16_ok = torch.cuda.is_bf16_supported()
-            dtype = torch.bfloat16 if (p.lora and bf16_ok) else torch.float32
-            return True, dtype, bf16_ok
-        if p.dtype not in names:
-            raise ValueError(f"trl_sft: unknown dtype {p.dtype!r}; use auto, float32, bfloat16 or float16")
-        dtype = names[p.dtype]
-        return cuda, dtype, cuda and dtype == torch.bfloat16
 
     def _load_model(self, request: TrainRequest, dtype):
         """The model to train: base, base + trainable adapter, or a full checkpoint."""
@@ -256,90 +164,35 @@ class TrlSftTrainer(Trainer["TrlSftTrainer.Params"]):
         return AutoModelForCausalLM.from_pretrained(src, dtype=dtype)
 
     def _peft_config(self, model):
-        from peft import LoraConfig, PeftModel
+        from peft import PeftModel
 
         if not self.params.lora or isinstance(model, PeftModel):
             return None
-        tm = self.params.target_modules
-        targets: Any = tm if tm == "all-linear" else [t.strip() for t in tm.split(",") if t.strip()]
-        return LoraConfig(
-            r=self.params.lora_r,
-            lora_alpha=self.params.lora_alpha,
-            lora_dropout=self.params.lora_dropout,
-            target_modules=targets,
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
+        return self._lora_config()
 
     def build(self, request: TrainRequest):
         """The configured ``trl.SFTTrainer`` for ``request`` (not yet trained)."""
-        import torch
-        from transformers import AutoTokenizer, set_seed
         from trl import SFTConfig, SFTTrainer
 
         p = self.params
         if not request.trajectories:
             raise ValueError("trl_sft: no trajectories to train on")
-        out = Path(request.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        torch.set_num_threads(cpu_threads(p.threads))
-        set_seed(request.seed)
-
+        self._prepare(request)
         use_cuda, dtype, bf16 = self._device()
-        fmt_src = request.init_weights if has_tokenizer(request.init_weights) else request.base_model
-        self.chat_format = ChatFormat.from_pretrained(fmt_src)
         tokenizer = self.chat_format.tokenizer
-        if tokenizer.pad_token is None:  # the collator pads; padded positions never carry loss
-            tokenizer.pad_token = tokenizer.eos_token
         dataset, self.examples = build_dataset(request.trajectories, self.chat_format, p.max_length)
         if self.examples.truncated:
             log.warning("trl_sft: %d of %d training examples are longer than max_length=%d tokens and were cut at the "
                         "end (%d left without an assistant token were dropped); the agent never learns their last "
                         "turns. Raise trainer.max_length (and the policy's context with it) to keep them.",
                         self.examples.truncated, len(request.trajectories), p.max_length, self.examples.dropped)
-
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
-        total_steps = optimizer_steps(len(dataset), p.per_device_batch_size, world, accum, float(request.epochs),
-                                      p.max_steps)
-        callbacks = [*self.extra_callbacks, RichProgress(f"train {out.name}")]
-        trackers = parse_trackers(p.report_to)
-        if "tensorboard" in trackers:  # an explicit callback, to put the events in output_dir/logs
-            from torch.utils.tensorboard import SummaryWriter
-            from transformers.integrations import TensorBoardCallback
-
-            callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "logs"))))
-        others = [t for t in trackers if t != "tensorboard"]
-
+        args, callbacks = self._arguments(request, len(dataset), "train", use_cuda, bf16)
         config = SFTConfig(
-            output_dir=str(out / "checkpoints"),
-            num_train_epochs=float(request.epochs),
-            max_steps=p.max_steps,
-            per_device_train_batch_size=p.per_device_batch_size,
-            gradient_accumulation_steps=accum,
+            **args,
             learning_rate=p.learning_rate,
-            lr_scheduler_type=p.lr_scheduler_type,
-            warmup_steps=warmup_steps(float(p.warmup_ratio), total_steps),  # an int: read alike by transformers 4 and 5
-            weight_decay=p.weight_decay,
             max_length=p.max_length,
             assistant_only_loss=False,  # the dataset's assistant_masks (our own template's masks) apply as is
             packing=False,
-            save_strategy="steps",
-            save_steps=p.save_steps,
-            save_total_limit=p.save_total_limit,
-            logging_steps=p.logging_steps,
-            logging_first_step=True,
-            report_to=others or "none",
-            run_name=f"{Path(request.output_dir).parent.parent.name}/{out.name}",
-            seed=request.seed,
-            data_seed=request.seed,
-            bf16=bf16,
-            fp16=False,
-            use_cpu=not use_cuda,
-            gradient_checkpointing=bool(p.gradient_checkpointing),
-            dataloader_num_workers=0,
-            dataset_num_proc=None,
-            disable_tqdm=True,
         )
         # The arguments exist before the weights load, so the load is ZeRO-3 / FSDP-aware (.loading)
         self.loading = prepare_loading(config)
@@ -353,78 +206,6 @@ class TrlSftTrainer(Trainer["TrlSftTrainer.Params"]):
             peft_config=self._peft_config(model),
             callbacks=callbacks,
         )
-
-    # ------------------------------------------------------------------ train
-
-    def train(self, request: TrainRequest) -> str:
-        final = Path(request.output_dir) / "final"
-        if final.is_dir():
-            return str(final)
-        if self.params.launch.num_processes > 1:
-            launching.launch(request, self.params)
-            return str(final)
-        return self.train_in_process(request)
-
-    def train_in_process(self, request: TrainRequest) -> str:
-        """Train in this process: alone, or as one rank of ``accelerate launch`` (every rank runs this)."""
-        out = Path(request.output_dir)
-        final = out / "final"
-        import torch
-
-        prev_threads = torch.get_num_threads()
-        start = time.time()
-        trainer = None
-        try:
-            trainer = self.build(request)
-            resume = latest_checkpoint(out / "checkpoints")
-            if resume:
-                log.info("trl_sft: resuming from %s", resume)
-            result = trainer.train(resume_from_checkpoint=resume)
-            tmp = out / "final.tmp"  # one name for every rank: they all write into it
-            if trainer.is_world_process_zero() and tmp.exists():
-                shutil.rmtree(tmp)
-            trainer.accelerator.wait_for_everyone()
-            # every rank calls save_model: under FSDP / ZeRO-3 gathering the full weights is a collective,
-            # and only the main process writes
-            trainer.save_model(str(tmp))
-            trainer.accelerator.wait_for_everyone()
-            if trainer.is_world_process_zero():
-                self.chat_format.save(tmp)
-                os.replace(tmp, final)
-                self._write_summary(out, trainer, result, time.time() - start, resume)
-                if not self.params.keep_checkpoints:
-                    shutil.rmtree(out / "checkpoints", ignore_errors=True)
-            trainer.accelerator.wait_for_everyone()
-        finally:
-            torch.set_num_threads(prev_threads)
-            trainer = None
-            release_memory()
-        return str(final)
-
-    def _write_summary(self, out: Path, trainer, result, wall: float, resumed: str | None) -> None:
-        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        model = trainer.model
-        summary = {
-            "steps": trainer.state.global_step,
-            "epochs": trainer.state.epoch,
-            "train_loss_first": losses[0] if losses else None,
-            "train_loss_last": losses[-1] if losses else None,
-            "train_loss_mean": getattr(result, "training_loss", None),
-            "losses": losses,
-            "wall_seconds": round(wall, 2),
-            "examples": len(trainer.train_dataset),
-            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
-            "total_params": sum(p.numel() for p in model.parameters()),
-            "lora": self.params.lora,
-            "chat_format": dataclasses.asdict(self.chat_format.info),
-            "truncated_examples": self.examples.truncated,
-            "dropped_examples": self.examples.dropped,
-            "resumed_from": resumed,
-            "loading": dataclasses.asdict(self.loading) if self.loading is not None else None,
-        }
-        tmp = out / "training_summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out / "training_summary.json")
 
 
 Params = TrlSftTrainer.Params

@@ -1,0 +1,287 @@
+"""One training stage around TRL's trainer, written once for ``trl_sft`` and ``trl_dpo``.
+
+The two trainers differ in what they optimize (TRL's ``SFTTrainer`` on chats,
+``DPOTrainer`` on preference pairs) and in how they load the weights. What
+surrounds that is the same and lives here, so a fix to resume, to the atomic
+``final/`` or to the summary reaches both:
+
+* set-up: the stage's folder, torch threads and seed, the model's own chat
+  format with a pad token (:meth:`TrlStage._prepare`), the weights dtype
+  (:meth:`TrlStage._device`), a fresh LoRA adapter's config, and the
+  ``TrainingArguments`` keywords both configs share: batch geometry, integer
+  warm-up, checkpoints, logging, trackers with TensorBoard events in
+  ``logs/``, precision (:meth:`TrlStage._arguments`);
+* the stage (:meth:`TrlStage.train`): an existing ``final/`` is returned at
+  once; ``launch.num_processes > 1`` hands it to :mod:`.launch`; otherwise
+  :meth:`TrlStage.train_in_process` resumes from the newest complete
+  checkpoint, trains, writes the weights, tokenizer and
+  ``sand_chat_format.json`` into ``final.tmp`` and renames it to ``final/``,
+  writes ``training_summary.json``, deletes ``checkpoints/`` unless kept, and
+  hands the memory back (:func:`release_memory`).
+
+A trainer lists :class:`TrlStage` before its component kind and supplies
+``build`` (the configured TRL trainer); it overrides :meth:`TrlStage._save_weights`
+and :meth:`TrlStage._stage_facts` where its output or summary differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from sand_framework.accelerator import hand_back
+from sand_framework.chat_format import ChatFormat, has_tokenizer
+from sand_framework.components import TrainRequest
+from sand_framework.cpu_threads import cpu_threads
+from sand_builtins.trainers import launch as launching
+from sand_builtins.trainers.checkpoints import latest_checkpoint
+from sand_builtins.trainers.loading import optimizer_steps, warmup_steps
+from sand_builtins.trainers.progress import RichProgress
+from sand_builtins.trainers.trackers import parse_trackers
+
+MAX_BATCH = 65536
+"""Largest effective batch (examples per optimizer step) a trainer accepts: more is a typo, not a setting."""
+MAX_DEVICE_BATCH = 4096
+"""Largest per-device batch (sequences per forward pass) a trainer accepts."""
+
+
+def release_memory() -> None:
+    """Hand the training stage's memory back before sampling/evaluation start in the same process.
+
+    Host memory: activations and optimizer state of a CPU run stay in glibc's
+    arenas after the trainer is gone (a 135M-parameter SFT left ~7 GB
+    resident). Device memory: PyTorch's CUDA caching allocator keeps what the
+    stage used reserved, and a vLLM engine refuses to start or wake on a GPU
+    whose free memory is below ``gpu_memory_utilization`` x total. Both are
+    handed back by :func:`sand_framework.accelerator.hand_back`, the one place
+    that does it (the run calls it again before its policy starts).
+    """
+    hand_back("after training")
+
+
+def logged(trainer: Any, key: str) -> list[float]:
+    """Every value of ``key`` the TRL trainer logged, in order (``loss``, ``rewards/margins`` ...)."""
+    return [h[key] for h in trainer.state.log_history if key in h]
+
+
+class TrlStage:
+    """The part of a TRL trainer component that does not depend on its objective (see the module docstring).
+
+    The subclass's ``Params`` has at least ``lora``, ``target_modules``,
+    ``lora_r``/``lora_alpha``/``lora_dropout``, ``dtype``, ``threads``,
+    ``batch_size``, ``per_device_batch_size``, ``max_steps``, ``warmup_ratio``,
+    ``lr_scheduler_type``, ``weight_decay``, ``save_steps``,
+    ``save_total_limit``, ``keep_checkpoints``, ``logging_steps``,
+    ``report_to``, ``gradient_checkpointing`` and ``launch``; its ``build``
+    sets ``self.examples`` (cut / dropped counts) and ``self.loading``.
+    """
+
+    summary_unit: ClassVar[str] = "examples"
+    """What the summary's cut and dropped counts count: ``truncated_<unit>``, ``dropped_<unit>``."""
+
+    name: ClassVar[str]
+    params: Any
+    chat_format: Any
+    examples: Any
+
+    def __init__(self, params: Any = None):
+        super().__init__(params)
+        self.extra_callbacks: list[Any] = []
+        """``transformers.TrainerCallback`` objects added to every run (tests, progress bars)."""
+        self.loading: Any = None
+        """How the last :meth:`build` loaded the model (:class:`~sand_builtins.trainers.loading.LoadingMode`)."""
+
+    def build(self, request: TrainRequest) -> Any:
+        """The configured TRL trainer for ``request`` (not yet trained)."""
+        raise NotImplementedError
+
+    @classmethod
+    def weights_kind(cls, params: Any) -> str:
+        """What :meth:`train` writes: ``adapter`` (LoRA) or ``full``; the policy lays its engines out by it."""
+        return "adapter" if params.lora else "full"
+
+    # ------------------------------------------------------------------ setup
+
+    def _device(self) -> tuple[bool, Any, bool]:
+        """(use_cuda, weights dtype, bf16 autocast)."""
+        import torch
+
+        cuda = torch.cuda.is_available()
+        p = self.params
+        names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        if p.dtype == "auto":
+            if not cuda:
+                return False, torch.float32, False
+            bf16_ok = torch.cuda.is_bf16_supported()
+            dtype = torch.bfloat16 if (p.lora and bf16_ok) else torch.float32
+            return True, dtype, bf16_ok
+        if p.dtype not in names:
+            raise ValueError(f"{self.name}: unknown dtype {p.dtype!r}; use auto, float32, bfloat16 or float16")
+        dtype = names[p.dtype]
+        return cuda, dtype, cuda and dtype == torch.bfloat16
+
+    def _lora_config(self) -> Any:
+        """A fresh LoRA adapter's config from ``lora_r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``."""
+        from peft import LoraConfig
+
+        tm = self.params.target_modules
+        targets: Any = tm if tm == "all-linear" else [t.strip() for t in tm.split(",") if t.strip()]
+        return LoraConfig(r=self.params.lora_r, lora_alpha=self.params.lora_alpha,
+                          lora_dropout=self.params.lora_dropout, target_modules=targets, bias="none",
+                          task_type="CAUSAL_LM")
+
+    def _prepare(self, request: TrainRequest) -> Path:
+        """The stage's folder (made), torch threads and seed set, ``self.chat_format`` loaded with a pad token."""
+        import torch
+        from transformers import set_seed
+
+        out = Path(request.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(cpu_threads(self.params.threads))
+        set_seed(request.seed)
+        fmt_src = request.init_weights if has_tokenizer(request.init_weights) else request.base_model
+        self.chat_format = ChatFormat.from_pretrained(fmt_src)
+        tokenizer = self.chat_format.tokenizer
+        if tokenizer.pad_token is None:  # the collators pad; padded positions never carry loss
+            tokenizer.pad_token = tokenizer.eos_token
+        return out
+
+    def _arguments(self, request: TrainRequest, examples: int, progress: str, use_cuda: bool,
+                   bf16: bool) -> tuple[dict[str, Any], list[Any]]:
+        """(the ``TrainingArguments`` keywords both configs share, the callbacks) for ``examples`` rows.
+
+        Gradient accumulation makes ``per_device_batch_size`` x devices up to
+        ``batch_size``; the warm-up is whole steps of the stage's optimizer
+        steps (:mod:`.loading`); TensorBoard writes into ``output_dir/logs``
+        through an explicit callback, every other tracker goes to transformers.
+        """
+        p = self.params
+        out = Path(request.output_dir)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        accum = max(1, p.batch_size // max(1, p.per_device_batch_size * world))
+        total = optimizer_steps(examples, p.per_device_batch_size, world, accum, float(request.epochs), p.max_steps)
+        callbacks = [*self.extra_callbacks, RichProgress(f"{progress} {out.name}")]
+        trackers = parse_trackers(p.report_to)
+        if "tensorboard" in trackers:
+            from torch.utils.tensorboard import SummaryWriter
+            from transformers.integrations import TensorBoardCallback
+
+            callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(out / "logs"))))
+        others = [t for t in trackers if t != "tensorboard"]
+        return dict(
+            output_dir=str(out / "checkpoints"),
+            num_train_epochs=float(request.epochs),
+            max_steps=p.max_steps,
+            per_device_train_batch_size=p.per_device_batch_size,
+            gradient_accumulation_steps=accum,
+            lr_scheduler_type=p.lr_scheduler_type,
+            warmup_steps=warmup_steps(float(p.warmup_ratio), total),  # an int: read alike by transformers 4 and 5
+            weight_decay=p.weight_decay,
+            save_strategy="steps",
+            save_steps=p.save_steps,
+            save_total_limit=p.save_total_limit,
+            logging_steps=p.logging_steps,
+            logging_first_step=True,
+            report_to=others or "none",
+            run_name=f"{out.parent.parent.name}/{out.name}",
+            seed=request.seed,
+            data_seed=request.seed,
+            bf16=bf16,
+            fp16=False,
+            use_cpu=not use_cuda,
+            gradient_checkpointing=bool(p.gradient_checkpointing),
+            dataloader_num_workers=0,
+            dataset_num_proc=None,
+            disable_tqdm=True,
+        ), callbacks
+
+    # ------------------------------------------------------------------ train
+
+    def train(self, request: TrainRequest) -> str:
+        final = Path(request.output_dir) / "final"
+        if final.is_dir():
+            return str(final)
+        if self.params.launch.num_processes > 1:
+            launching.launch(request, self.params, type(self))
+            return str(final)
+        return self.train_in_process(request)
+
+    def train_in_process(self, request: TrainRequest) -> str:
+        """Train in this process: alone, or as one rank of ``accelerate launch`` (every rank runs this)."""
+        import torch
+
+        out = Path(request.output_dir)
+        final = out / "final"
+        prev_threads = torch.get_num_threads()
+        start = time.time()
+        trainer = None
+        try:
+            trainer = self.build(request)
+            resume = latest_checkpoint(out / "checkpoints")
+            if resume:
+                logging.getLogger(type(self).__module__).info("%s: resuming from %s", self.name, resume)
+            result = trainer.train(resume_from_checkpoint=resume)
+            tmp = out / "final.tmp"  # one name for every rank: they all write into it
+            if trainer.is_world_process_zero() and tmp.exists():
+                shutil.rmtree(tmp)
+            trainer.accelerator.wait_for_everyone()
+            self._save_weights(trainer, tmp)
+            trainer.accelerator.wait_for_everyone()
+            if trainer.is_world_process_zero():
+                self.chat_format.save(tmp)
+                os.replace(tmp, final)
+                self._write_summary(out, self._summary(trainer, result, request, time.time() - start, resume))
+                if not self.params.keep_checkpoints:
+                    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+            trainer.accelerator.wait_for_everyone()
+        finally:
+            torch.set_num_threads(prev_threads)
+            trainer = None
+            release_memory()
+        return str(final)
+
+    def _save_weights(self, trainer: Any, folder: Path) -> None:
+        """Write the trained weights into ``folder``; every rank calls it.
+
+        Under FSDP / ZeRO-3 gathering the full weights is a collective, and only the main process writes.
+        """
+        trainer.save_model(str(folder))
+
+    def _stage_facts(self, trainer: Any, request: TrainRequest, wall: float) -> dict[str, Any]:
+        """The summary's entries between the losses and the model: wall time and rows trained on at least."""
+        return {"wall_seconds": wall, "examples": len(trainer.train_dataset)}
+
+    def _summary(self, trainer: Any, result: Any, request: TrainRequest, wall: float,
+                 resumed: str | None) -> dict[str, Any]:
+        """``training_summary.json``: steps and losses, :meth:`_stage_facts`, the model, cut rows, resume, loading."""
+        losses = logged(trainer, "loss")
+        model = trainer.model
+        return {
+            "steps": trainer.state.global_step,
+            "epochs": trainer.state.epoch,
+            "train_loss_first": losses[0] if losses else None,
+            "train_loss_last": losses[-1] if losses else None,
+            "train_loss_mean": getattr(result, "training_loss", None),
+            "losses": losses,
+            **self._stage_facts(trainer, request, round(wall, 2)),
+            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "total_params": sum(p.numel() for p in model.parameters()),
+            "lora": self.params.lora,
+            "chat_format": dataclasses.asdict(self.chat_format.info),
+            f"truncated_{self.summary_unit}": self.examples.truncated,
+            f"dropped_{self.summary_unit}": self.examples.dropped,
+            "resumed_from": resumed,
+            "loading": dataclasses.asdict(self.loading) if self.loading is not None else None,
+        }
+
+    @staticmethod
+    def _write_summary(out: Path, summary: dict[str, Any]) -> None:
+        tmp = out / "training_summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, out / "training_summary.json")
