@@ -158,16 +158,103 @@ def test_component_params_ranges_validate_hook_and_post_init():
     assert validate({**base, "detector": {"name": "strict_test", "votes": None}}, regs)
 
 
-def test_pending_ranges_name_real_fields(registries):
+FORMER_PENDING = [  # what config/ranges.py listed, now declared in each Params: (kind, name, field, bad value)
+    *[("environment", "textworld_express", k, v) for k, v in
+      [("max_steps", 0), ("n_train", -1), ("n_seen", -1), ("n_unseen", -1)]],
+    *[("environment", "alfworld", k, v) for k, v in [("max_steps", 0), ("max_train", -1), ("cache_games", -1)]],
+    *[("environment", "scienceworld", k, v) for k, v in
+      [("max_steps", -1), ("default_max_steps", 0), ("max_invalid_streak", -1), ("max_restarts", -1)]],
+    *[("environment", "webshop", k, v) for k, v in [("max_steps", 0), ("num_products", 0)]],
+    *[("policy", "transformers", k, v) for k, v in
+      [("batch_size", 0), ("threads", -1), ("max_prompt_tokens", -1), ("top_p", 0.0), ("top_k", -1),
+       ("min_common_prefix", -1)]],
+    *[("policy", "vllm", k, v) for k, v in
+      [("max_model_len", 0), ("max_prompt_tokens", -1), ("top_p", 1.5), ("top_k", -1), ("max_lora_rank", 0),
+       ("max_loras", 0), ("gpu_memory_utilization", 0.0), ("kv_cache_space_gb", 0.0), ("tensor_parallel_size", -1),
+       ("seed", -1)]],
+    *[("policy", "openai", k, v) for k, v in
+      [("top_p", 0.0), ("max_concurrency", 0), ("timeout_s", 0.0), ("connect_timeout_s", 0.0), ("max_retries", -1),
+       ("max_prompt_tokens", -1), ("wait_ready_s", -1.0)]],
+    *[("trainer", "trl_sft", k, v) for k, v in
+      [("lora_r", 0), ("lora_alpha", 0), ("lora_dropout", 1.0), ("learning_rate", 0.0), ("warmup_ratio", 1.0),
+       ("weight_decay", -0.1), ("batch_size", 0), ("per_device_batch_size", 0), ("max_length", 0), ("max_steps", -2),
+       ("max_steps", 0), ("save_steps", 0), ("save_total_limit", 0), ("logging_steps", 0), ("threads", -1)]],
+]
+
+
+@pytest.mark.parametrize("kind,name,key,bad", FORMER_PENDING, ids=[f"{n}.{k}={v}" for _, n, k, v in FORMER_PENDING])
+def test_ranges_live_in_the_params(registries, kind, name, key, bad):
+    """Each bound the transitional table held is the component's own declaration now, reported alike."""
+    from sand_framework.config.validate import component_params
+
+    built, problems = component_params(registries, kind, name, {key: bad})
+    assert built is None and problems, f"{kind} {name}: {key}={bad!r} validates"
+    assert all(p.startswith((f"{kind}[{name}].{key}:", f"{kind}[{name}]: {key}:")) for p in problems), problems
+
+
+def test_huge_values_and_choices_are_refused_with_their_bound(registries):
+    from sand_framework.config.validate import component_params
+
+    for kind, name, values, needle in [
+            ("sampler", "self_consistency", {"n": 1_000_000_000}, "sampler[self_consistency].n: must be <= 100"),
+            ("executor", "in_process", {"max_rollout_steps": 10**6}, "max_rollout_steps: must be <= 1000"),
+            ("trainer", "trl_sft", {"batch_size": 10**9}, "trainer[trl_sft].batch_size: must be <= 65536"),
+            ("policy", "transformers", {"batch_size": 10**6}, "policy[transformers].batch_size: must be <= 4096"),
+            ("policy", "transformers", {"dtype": "fp32"}, "dtype: must be one of 'float32' | 'bfloat16'"),
+            ("trainer", "trl_sft", {"dtype": "bf16"}, "trainer[trl_sft].dtype: must be one of 'auto'"),
+            ("trainer", "trl_sft", {"report_to": "tensorboard, wandbb"},
+             "trainer[trl_sft]: report_to: unknown tracker(s) wandbb; use none or"),
+            ("preference_trainer", "trl_dpo", {"report_to": "none,wandb"}, "lists none with other trackers"),
+            ("environment", "textworld_express", {"game": "chess"}, "game: must be one of 'coin' |")]:
+        built, problems = component_params(registries, kind, name, values)
+        assert built is None and any(needle in p for p in problems), (needle, problems)
+    assert component_params(registries, "trainer", "trl_sft", {"report_to": "TensorBoard, wandb"})[0] is not None
+
+
+def test_every_builtin_parameter_is_declared_once_in_a_nested_params(registries):
+    """One style: each built-in's Params is a dataclass nested in the component (or inherited from the class it
+    extends), every field with its help text; the constructors repeat no check."""
     import dataclasses as dc
 
-    from sand_framework.config.ranges import PENDING
+    from sand_framework.components import SLOTS, NoParams
+    from sand_framework.config.paramdoc import field_help
 
-    for (kind, name), table in PENDING.items():
-        if name not in registries[kind]:
-            continue  # an optional component that is not installed
-        fields = {f.name for f in dc.fields(registries[kind].get(name).Params)}
-        assert set(table) <= fields, f"{kind} {name}: {set(table) - fields}"
+    for kind in SLOTS:
+        for name in registries[kind].names():
+            cls = registries[kind].get(name)
+            if not cls.__module__.startswith("sand_builtins"):
+                continue
+            owner = next((k for k in cls.__mro__ if k.__dict__.get("Params") is cls.Params), None)
+            assert cls.Params is NoParams or (owner is not None and cls.Params.__qualname__ ==
+                                              f"{owner.__qualname__}.Params"), f"{kind} {name}: {cls.Params}"
+            missing = [f.name for f in dc.fields(cls.Params) if f.name not in field_help(cls.Params)]
+            assert not missing, f"{kind} {name}: no help for {missing}"
+
+
+def test_params_from_the_type_argument_and_typed_self_params():
+    from sand_framework.components import Detector
+
+    @dataclass
+    class MajorityParams:
+        share: float = 0.5
+        """The help."""
+
+    class Majority(Detector[MajorityParams]):
+        name = "majority_test"
+
+        def decide(self, sampled, expert):
+            return Decision(deliberate=self.params.share > 1)
+
+    class Nested(Detector["Nested.Params"]):
+        @dataclass
+        class Params:
+            k: int = 1
+
+        def decide(self, sampled, expert):
+            return Decision(deliberate=False)
+
+    assert Majority.Params is MajorityParams and Majority().params == MajorityParams()
+    assert Nested().params == Nested.Params() and _Strict.Params().share == 0.5
 
 
 def test_interpolation_reads_other_values_and_only_allowlisted_environment_variables(tmp_path, monkeypatch):

@@ -193,8 +193,11 @@ def test_a_full_model_agent_is_relinked_and_reloaded_on_its_servers(tiny_model_d
 def test_agent_servers_need_a_link_and_a_link_must_be_one(tiny_model_dir, servers, tmp_path):
     with pytest.raises(ValueError, match="agent_model_link"):
         OpenAIPolicy.Params(agent_base_urls=["http://127.0.0.1:1/v1"])
-    with pytest.raises(ValueError, match="sleep_level"):
-        OpenAIPolicy.Params(sleep_level=3)
+    from sand_framework.config.validate import component_params
+    from sand_framework.plugins import load_plugins
+
+    assert component_params(load_plugins().registries(), "policy", "openai", {"sleep_level": 3})[1] == [
+        "policy[openai].sleep_level: must be one of 1 | 2, got 3"]
     real = tmp_path / "real"
     real.mkdir()
     agent = servers("agent")

@@ -32,6 +32,7 @@ from annotated_types import Ge, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Policy, TaskResult
+from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.metrics import aggregate_results
 from sand_framework.types import SamplingParams, Trajectory
 
@@ -90,13 +91,14 @@ class BestOfNEvaluator(GreedyEvaluator):
     """N sampled episodes per task; the oracle (reward: UPPER BOUND) or the base model as judge keeps one."""
 
     name = "best_of_n"
+    params: BestOfNEvaluator.Params
     description = ("N sampled episodes per task, one kept by scorer oracle (env reward: UPPER BOUND) or judge "
                    "(base model, greedy); tokens of all N counted")
 
     @dataclass
     class Params:
-        n: Annotated[int, Ge(1)] = 5
-        """Episodes sampled per task (AgentRM's Best-of-N: 5)."""
+        n: Annotated[int, Interval(ge=1, le=100)] = 5
+        """Episodes sampled per task (AgentRM's Best-of-N: 5); at most 100 (each is a whole episode per task)."""
         scorer: Literal["oracle", "judge"] = "judge"
         """``judge``: the base model scores the samples (deployable); ``oracle``: the environment's reward
         (an UPPER BOUND, pass@N)."""
@@ -105,14 +107,21 @@ class BestOfNEvaluator(GreedyEvaluator):
         seed: int = 0
         """Combined with each task id into the task's sampling seed."""
         max_new_tokens: Annotated[int, Ge(1)] = 96
-        max_steps: Annotated[int, Ge(1)] | None = None
-        """Override the environment's per-task step cap (null: the benchmark's)."""
+        """Token budget of each agent turn of the N episodes."""
+        max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] | None = None
+        """Override the environment's per-task step cap, at most 1000 (null: the benchmark's)."""
         judge_mode: Literal["score", "pick"] = "score"
         """``score``: one greedy call per sample, a 0-10 score, the best kept (ties: the earlier sample);
         ``pick``: one greedy call per task naming the best of all N."""
         judge_max_new_tokens: Annotated[int, Ge(1)] = 8
+        """Token budget of each judge reply (a score, or the picked sample's number)."""
         max_observation_chars: Annotated[int, Interval(ge=20, le=100_000)] = 300
         """Each observation the judge reads is cut to this many characters."""
+        rollout_mode: Literal["lockstep", "async"] = "lockstep"
+        """How each task's N episodes advance: ``lockstep`` or ``async`` (as the greedy evaluator's); same
+        samples for the same seed."""
+        max_concurrency: Annotated[int, Ge(1)] = 32
+        """``async`` only: episodes in flight at once."""
 
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:
         p = self.params

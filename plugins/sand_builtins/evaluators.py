@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
-from annotated_types import Ge
+from annotated_types import Ge, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
+from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.deliberation import is_deliberation
 from sand_framework.metrics import aggregate_results
-from sand_framework.rollout import EnvPool, Episode, run_lockstep
+from sand_framework.rollout import EnvPool, Episode, derive_seed, run_episodes
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import SamplingParams, Trajectory
 
 
-class GreedyEvaluator(Evaluator):
+class GreedyEvaluator(Evaluator["GreedyEvaluator.Params"]):
     """Greedy rollouts of the agent; metrics as the paper reports them."""
 
     name = "greedy"
@@ -29,12 +30,23 @@ class GreedyEvaluator(Evaluator):
     @dataclass
     class Params:
         max_new_tokens: Annotated[int, Ge(1)] = 96
-        max_steps: Annotated[int, Ge(1)] | None = None
-        """Override the environment's per-task step cap (null: the benchmark's)."""
+        """Token budget of each agent turn (``sand validate`` checks it holds the longest trained thought plus an
+        action)."""
+        max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] | None = None
+        """Override the environment's per-task step cap, at most 1000 (null: the benchmark's)."""
+        rollout_mode: Literal["lockstep", "async"] = "lockstep"
+        """``lockstep``: per step one batched model call for all live episodes; ``async``: each episode submits
+        its next turn as soon as its environment answers. Same results (docs/scaling.md, "Asynchronous
+        rollouts")."""
+        max_concurrency: Annotated[int, Ge(1)] = 32
+        """``async`` only: episodes in flight at once."""
 
     def __init__(self, params=None):
         super().__init__(params)
         self._pools: dict[int, EnvPool] = {}
+        self.rollout_stats: dict[str, float] = {"agent_turns": 0, "rollout_seconds": 0.0, "prompt_tokens": 0,
+                                                "completion_tokens": 0}
+        """Agent turns, seconds in rollout loops and tokens over every :meth:`play` (for the run's metrics)."""
 
     def pool(self, env: Environment) -> EnvPool:
         """The warm copies of ``env`` this evaluator steps (kept across calls, closed by :meth:`close`)."""
@@ -44,12 +56,24 @@ class GreedyEvaluator(Evaluator):
 
     def play(self, task_ids: list[str], env: Environment, policy: Policy, sampling: SamplingParams
              ) -> list[TaskResult]:
-        """One episode per entry of ``task_ids`` (an id may repeat: independent episodes of one task), all
-        advanced in lock-step with ``sampling``; shared by the greedy and the Best-of-N evaluators."""
+        """One episode per entry of ``task_ids`` (an id may repeat: independent episodes of one task), advanced
+        with ``sampling`` in the evaluator's ``rollout_mode``; shared by the greedy and the Best-of-N evaluators.
+        Episode ``i`` samples with seed ``derive_seed(sampling.seed, "episode", i)`` (per turn: ``turn_seed``)."""
         pool = self.pool(env)
         episodes = [start_episode(task_id, e, env.name, self.params.max_steps)
                     for task_id, e in zip(task_ids, pool.take(len(task_ids)))]
-        run_lockstep([ep for _, ep in episodes], policy, sampling, role="agent", pool=pool)
+        for i, (_, ep) in enumerate(episodes):
+            ep.seed = None if sampling.seed is None else derive_seed(sampling.seed, "episode", i)
+        busy0 = _engine_busy(policy)
+        ran = run_episodes([ep for _, ep in episodes], policy, sampling, role="agent", pool=pool,
+                           mode=self.params.rollout_mode, max_concurrency=self.params.max_concurrency)
+        for key, value in (("agent_turns", ran.agent_turns), ("rollout_seconds", ran.wall_seconds),
+                           ("prompt_tokens", ran.prompt_tokens), ("completion_tokens", ran.completion_tokens)):
+            self.rollout_stats[key] += value
+        busy1 = _engine_busy(policy)
+        if busy0 is not None and busy1 is not None:
+            self.rollout_stats["engine_busy_seconds"] = self.rollout_stats.get("engine_busy_seconds", 0.0) + (
+                busy1 - busy0)
         return [finish_episode(traj, ep) for traj, ep in episodes]
 
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:
@@ -64,6 +88,13 @@ class GreedyEvaluator(Evaluator):
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
+
+
+def _engine_busy(policy: Policy) -> float | None:
+    """The policy's engine busy seconds so far (``engine_busy_seconds``, else ``busy_seconds``; None without)."""
+    stats = getattr(policy, "stats", None) or {}
+    value = stats.get("engine_busy_seconds", stats.get("busy_seconds"))
+    return float(value) if value is not None else None
 
 
 def start_episode(task_id: str, env, env_name: str, max_steps: int | None) -> tuple[Trajectory, Episode]:

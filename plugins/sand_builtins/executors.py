@@ -5,18 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from annotated_types import Ge, Gt
+from annotated_types import Ge, Gt, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
-from sand_framework.rollout import EnvPool, Episode, act_all, run_lockstep
+from sand_framework.components.environment import MAX_EPISODE_STEPS
+from sand_framework.rollout import EnvPool, Episode, act_all, derive_seed, run_episodes
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Rollout, SamplingParams
 
 
-class InProcessExecutor(Executor):
-    """All requested rollouts advance together in this process, one batched model call per depth.
+class InProcessExecutor(Executor["InProcessExecutor.Params"]):
+    """All requested rollouts advance together in this process, one batched model call per depth (or, with
+    ``rollout_mode: async``, each on its own: :mod:`sand_framework.rollout.asynchronous`).
 
     Each branch gets its own warm environment from a pool; the prefix is
     replayed and checked against the expert's recorded observations, so a
@@ -28,7 +30,7 @@ class InProcessExecutor(Executor):
     """
 
     name = "in_process"
-    description = "lock-step batched rollouts on warm environments in this process"
+    description = "lock-step or async rollouts on warm environments in this process"
 
     @classmethod
     def agent_token_budget(cls, params):
@@ -39,11 +41,22 @@ class InProcessExecutor(Executor):
         temperature: Annotated[float, Ge(0.0)] = 1.0
         """Decoding of the agent's continuation (paper: 1.0)."""
         max_new_tokens: Annotated[int, Ge(1)] = 64
-        max_rollout_steps: Annotated[int, Ge(0)] | None = None
-        """Cap on steps after the candidate (null: the environment's own cap)."""
+        """Token budget of each agent turn in a rollout (``sand validate`` checks it holds the longest trained
+        thought plus an action)."""
+        max_rollout_steps: Annotated[int, Interval(ge=0, le=MAX_EPISODE_STEPS)] | None = None
+        """Cap on steps after the candidate, at most 1000 (null: the environment's own cap)."""
         verify_replay: bool = True
-        max_parallel: Annotated[int, Ge(1)] = 8
-        """Environments (branches) advanced together; more requests run in successive waves."""
+        """Check that replaying the expert prefix gives back its recorded observations (a mismatch stops the
+        rollout with :class:`ReplayMismatch` instead of branching from another state)."""
+        max_parallel: Annotated[int, Interval(ge=1, le=4096)] = 8
+        """Environments (branches) advanced together, at most 4096; more requests run in successive waves."""
+        rollout_mode: Literal["lockstep", "async"] = "lockstep"
+        """``lockstep``: per depth one batched model call for all live branches, then one parallel environment
+        step; ``async``: each branch submits its next turn as soon as its environment answers (the engine batches
+        what is in flight; environment steps overlap generation). Same rollouts for the same seed
+        (docs/scaling.md, "Asynchronous rollouts"). Methods' explorations on this executor's pool use it too."""
+        max_concurrency: Annotated[int, Ge(1)] = 32
+        """``async`` only: branches in flight at once within a wave of ``max_parallel``."""
         expert_switch: bool = False
         """Replace an expert trajectory when a candidate's rollout beats it (paper: on for ALFWorld and
         WebShop, off for ScienceWorld); see :meth:`Executor.switches_expert`."""
@@ -51,6 +64,7 @@ class InProcessExecutor(Executor):
     def __init__(self, params=None):
         super().__init__(params)
         self._pools: dict[int, EnvPool] = {}
+        self._rollout = {"agent_turns": 0, "rollout_seconds": 0.0}
 
     def make_pool(self, env: Environment) -> EnvPool:
         """The env-worker pool for ``env``; subclasses put the environments elsewhere."""
@@ -69,11 +83,13 @@ class InProcessExecutor(Executor):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Environment steps (replays included), replays and survived worker faults, over all pools."""
+        """Environment steps (replays included), replays and survived worker faults, over all pools; agent turns
+        generated and seconds spent in rollout loops."""
         total: dict[str, int] = {}
         for pool in self._pools.values():
             for k, v in pool.stats.items():
                 total[k] = total.get(k, 0) + v
+        total.update(self._rollout)
         return total
 
     def _cap(self, req: RolloutRequest) -> int:
@@ -86,10 +102,12 @@ class InProcessExecutor(Executor):
         out: list[Rollout] = []
         wave = max(1, self.params.max_parallel)
         for i in range(0, len(requests), wave):
-            out += self._run_wave(requests[i:i + wave], env, policy, None if seed is None else seed + i)
+            seeds = [None if seed is None else derive_seed(seed, "rollout", i + j)
+                     for j in range(len(requests[i:i + wave]))]
+            out += self._run_wave(requests[i:i + wave], env, policy, seeds)
         return out
 
-    def _run_wave(self, requests, env, policy: Policy, seed) -> list[Rollout]:
+    def _run_wave(self, requests, env, policy: Policy, seeds) -> list[Rollout]:
         pool = self._pool(env)
         handles = pool.take(len(requests))
         # Position every branch at its prefix (one parallel call), then execute all candidates (one more).
@@ -99,20 +117,24 @@ class InProcessExecutor(Executor):
             for req, h in zip(requests, handles)])
         episodes: list[Episode | None] = []
         rollouts = []
-        for req, h, res in zip(requests, handles, positioned):
+        for req, h, res, ep_seed in zip(requests, handles, positioned, seeds):
             rollout = Rollout(task_id=req.trajectory.task_id, prefix_len=req.step_index, candidate=req.candidate.action)
             if isinstance(res, ReplayMismatch):
                 rollout.error = str(res)
                 episodes.append(None)
             else:
                 episodes.append(Episode(env=h, chat=trajectory_chat(req.trajectory, upto=req.step_index),
-                                        steps_left=self._cap(req)))
+                                        steps_left=self._cap(req), seed=ep_seed))
             rollouts.append(rollout)
         live = [ep for ep in episodes if ep is not None]
         act_all(live, [(req.candidate.thought, req.candidate.action, bool(req.candidate.action))
                        for req, ep in zip(requests, episodes) if ep is not None], pool)
-        sp = SamplingParams(temperature=self.params.temperature, max_new_tokens=self.params.max_new_tokens, seed=seed)
-        run_lockstep(live, policy, sp, role="agent", pool=pool)
+        sp = SamplingParams(temperature=self.params.temperature, max_new_tokens=self.params.max_new_tokens,
+                            seed=seeds[0] if seeds else None)
+        ran = run_episodes(live, policy, sp, role="agent", pool=pool, mode=self.params.rollout_mode,
+                           max_concurrency=self.params.max_concurrency)
+        self._rollout["agent_turns"] += ran.agent_turns
+        self._rollout["rollout_seconds"] += ran.wall_seconds
         for rollout, ep in zip(rollouts, episodes):
             if ep is not None:
                 rollout.steps, rollout.reward, rollout.success, rollout.done = ep.steps, ep.reward, ep.success, ep.done
@@ -133,7 +155,8 @@ class ProcessPoolExecutor(InProcessExecutor):
     """
 
     name = "process_pool"
-    description = "lock-step batched rollouts; environments stepped in parallel in local worker processes"
+    params: ProcessPoolExecutor.Params
+    description = "lock-step or async rollouts; environments stepped in parallel in local worker processes"
 
     @dataclass
     class Params(InProcessExecutor.Params):
@@ -151,9 +174,6 @@ class ProcessPoolExecutor(InProcessExecutor):
     def make_pool(self, env: Environment) -> EnvPool:
         from sand_framework.rollout import ProcessEnvPool
 
-        if self.params.start_method not in ("spawn", "forkserver"):
-            raise ValueError(f"executor process_pool: start_method must be spawn or forkserver, "
-                             f"got {self.params.start_method!r}")
         return ProcessEnvPool(env, workers=self.params.workers, start_method=self.params.start_method,
                               max_restarts=self.params.max_restarts, timeout_s=self.params.timeout_s,
                               startup_timeout_s=self.params.startup_timeout_s)
@@ -173,8 +193,9 @@ class RayExecutor(InProcessExecutor):
     """
 
     name = "ray"
+    params: RayExecutor.Params
     requires = {"ray": "ray"}
-    description = "lock-step batched rollouts; environments stepped in parallel in Ray actors"
+    description = "lock-step or async rollouts; environments stepped in parallel in Ray actors"
 
     @dataclass
     class Params(InProcessExecutor.Params):

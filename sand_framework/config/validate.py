@@ -12,7 +12,6 @@ from typing import Any
 from sand_framework.components.declared import BY_NAME
 from sand_framework.components.method import TRAINER_SLOT
 from sand_framework.config.budgets import check_budgets, check_context
-from sand_framework.config.ranges import pending_problems
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe, evaluable_models
 from sand_framework.config.typecheck import build, check_fields, instance_problems, short
 from sand_framework.registry import Registries
@@ -44,7 +43,7 @@ def component_params(registries: Registries, kind: str, name: str, values: dict[
         built = build(cls, values)
     except (TypeError, ValueError) as exc:  # Params.__post_init__ checks
         return None, [f"{where}: {exc}"]
-    problems = instance_problems(built, where, values) + pending_problems(kind, name, built, where)
+    problems = instance_problems(built, where, values)
     return (None if problems else built), problems
 
 

@@ -38,7 +38,7 @@ def truncated(steps: list[Step], expert_steps: int, extra_messages: int | None) 
     return list(steps[:max(0, expert_steps + extra_messages // 2)])
 
 
-class EtoMethod(Method):
+class EtoMethod(Method["EtoMethod.Params"]):
     """Trajectory preference pairs: the expert's trajectory against the agent's failed exploration (DPO)."""
 
     name = "eto"
@@ -84,7 +84,8 @@ class EtoMethod(Method):
                         tools.env, tools.policy,
                         SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens),
                         pool=src.pool(tools.env), max_parallel=src.max_parallel,
-                        group_by_seed=not p.cross_task_batching)
+                        group_by_seed=not p.cross_task_batching, mode=src.rollout_mode,
+                        max_concurrency=src.max_concurrency)
         units = []
         for traj, ex in zip(trajectories, found):
             agent, r_expert = ex.trajectory, expert_reward(traj, rule)

@@ -45,7 +45,7 @@ def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(steps, cap))
 
 
-class IprMethod(Method):
+class IprMethod(Method["IprMethod.Params"]):
     """Step-level preference pairs from Monte Carlo step rewards along the expert's trajectories (DPO)."""
 
     name = "ipr"
@@ -106,7 +106,8 @@ class IprMethod(Method):
         agent = explore([ExploreRequest(t, prefix=j, seed=task_seed(seed, t, "ipr-agent", j)) for t, j in take],
                         tools.env, tools.policy, SamplingParams(temperature=p.temperature,
                                                                 max_new_tokens=p.max_new_tokens),
-                        pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching)
+                        pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching,
+                        mode=src.rollout_mode, max_concurrency=src.max_concurrency)
         taken = {(t.task_id, j): ex for (t, j), ex in zip(take, agent)}
         # 2. Step rewards: Monte Carlo rollouts of the SFT model from the state after each side's step j.
         states: list[tuple[str, int, str, Trajectory]] = []  # (task, j, side, steps to replay: prefix + step j)
@@ -133,7 +134,8 @@ class IprMethod(Method):
             try:
                 mc = explore(mc_requests, tools.env, tools.policy,
                              SamplingParams(temperature=p.mc_temperature, max_new_tokens=p.max_new_tokens),
-                             pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching)
+                             pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching,
+                             mode=src.rollout_mode, max_concurrency=src.max_concurrency)
             finally:
                 if switch:
                     tools.policy.set_agent_weights(tools.weights.get("agent"))

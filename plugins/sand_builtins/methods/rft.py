@@ -24,7 +24,7 @@ from sand_framework.types import SamplingParams, Trajectory
 from sand_builtins.methods.common import pools, task_seed
 
 
-class RftMethod(Method):
+class RftMethod(Method["RftMethod.Params"]):
     """The agent's own successful explorations of the training tasks join the expert data (SFT)."""
 
     name = "rft"
@@ -65,7 +65,8 @@ class RftMethod(Method):
         found = explore(requests, tools.env, tools.policy,
                         SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens),
                         pool=src.pool(tools.env), max_parallel=src.max_parallel,
-                        group_by_seed=not p.cross_task_batching)
+                        group_by_seed=not p.cross_task_batching, mode=src.rollout_mode,
+                        max_concurrency=src.max_concurrency)
         units = []
         for i, traj in enumerate(trajectories):
             mine = found[i * p.k:(i + 1) * p.k]

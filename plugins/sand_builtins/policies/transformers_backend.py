@@ -23,50 +23,52 @@ import inspect
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Interval
 
 from sand_builtins.policies.local import LocalPolicy
 from sand_framework import hookimpl
 from sand_framework.cpu_threads import cpu_threads
 from sand_framework.errors import ModelUnavailable
+from sand_framework.rollout import derive_seed
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class TransformersParams:
-    dtype: str = "float32"
-    """``float32`` (CPU), ``bfloat16``, ``float16`` or ``auto`` (bf16 on GPU, fp32 on CPU)."""
-    device: str = "auto"
-    """``auto`` (cuda when available, else cpu), ``cpu``, ``cuda``, ``cuda:1``..."""
-    batch_size: int = 16
-    """Maximum sequences (prompts x samples) in one ``generate`` forward."""
-    threads: int = 0
-    """``torch.set_num_threads`` at set-up (process-wide); 0 = one per core free at set-up
-    (:func:`sand_framework.cpu_threads.cpu_threads`)."""
-    max_prompt_tokens: int = 2048
-    """Longer prompts drop their oldest turns after the first three (see module doc); 0 = no limit."""
-    stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
-    """Generation stops at, and the text is cut before, the first of these strings."""
-    top_p: float = 1.0
-    top_k: int = 0
-    """0 disables top-k (plain temperature sampling)."""
-    share_prefill: bool = True
-    """With n > 1 samples, encode each prompt once and copy its KV cache to the n sequences
-    (instead of ``num_return_sequences`` re-encoding it n times); falls back if the model's cache cannot."""
-    share_common_prefix: bool = False
-    """Encode the tokens that all prompts of a batch start with (the task instruction: 75-90% of a
-    TextWorld-Express prompt) once and copy its KV cache to every row; the rows are laid out as
-    ``prefix, padding, rest``. Off by default until measured on more models (benchmarks/policy_speed.py)."""
-    min_common_prefix: int = 32
-    """Shorter shared prefixes are not worth the extra forward."""
-
-
-class TransformersPolicy(LocalPolicy):
+class TransformersPolicy(LocalPolicy["TransformersPolicy.Params"]):
     name = "transformers"
-    Params = TransformersParams
     description = "Hugging Face transformers generate(); LoRA adapters via peft; CPU or GPU."
+
+    @dataclass
+    class Params:
+        dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+        """Weights dtype: ``float32`` (CPU), ``bfloat16``, ``float16`` or ``auto`` (bf16 on GPU, fp32 on CPU)."""
+        device: str = "auto"
+        """``auto`` (cuda when available, else cpu), ``cpu``, ``cuda``, ``cuda:1``..."""
+        batch_size: Annotated[int, Interval(ge=1, le=4096)] = 16
+        """Maximum sequences (prompts x samples) in one ``generate`` forward; at most 4096."""
+        threads: Annotated[int, Ge(0)] = 0
+        """``torch.set_num_threads`` at set-up (process-wide); 0 = one per core free at set-up
+        (:func:`sand_framework.cpu_threads.cpu_threads`)."""
+        max_prompt_tokens: Annotated[int, Ge(0)] = 2048
+        """Longer prompts drop their oldest turns after the first three (see module doc); 0 = no limit."""
+        stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
+        """Generation stops at, and the text is cut before, the first of these strings."""
+        top_p: Annotated[float, Interval(gt=0, le=1)] = 1.0
+        """Nucleus sampling for sampled (temperature > 0) calls, in (0, 1]; 1 = off."""
+        top_k: Annotated[int, Ge(0)] = 0
+        """0 disables top-k (plain temperature sampling)."""
+        share_prefill: bool = True
+        """With n > 1 samples, encode each prompt once and copy its KV cache to the n sequences
+        (instead of ``num_return_sequences`` re-encoding it n times); falls back if the model's cache cannot."""
+        share_common_prefix: bool = False
+        """Encode the tokens that all prompts of a batch start with (the task instruction: 75-90% of a
+        TextWorld-Express prompt) once and copy its KV cache to every row; the rows are laid out as
+        ``prefix, padding, rest``. Off by default until measured on more models (benchmarks/policy_speed.py)."""
+        min_common_prefix: Annotated[int, Ge(0)] = 32
+        """Shorter shared prefixes are not worth the extra forward."""
 
     @classmethod
     def context_token_budget(cls, params) -> dict[str, tuple[str, int]]:
@@ -189,6 +191,7 @@ class TransformersPolicy(LocalPolicy):
 
         if sampling.seed is not None:
             torch.manual_seed(int(sampling.seed))
+        seeds = list(sampling.seeds) if sampling.seeds and not greedy else None
         bs = max(1, int(self.params.batch_size))
         seqs_per_call = min(per_chat, bs)
         chats_per_call = max(1, bs // seqs_per_call)
@@ -200,7 +203,9 @@ class TransformersPolicy(LocalPolicy):
                 k = min(seqs_per_call, per_chat - done)
                 for lo in range(0, len(prompts), chats_per_call):
                     idx = list(range(lo, min(lo + chats_per_call, len(prompts))))
-                    outs = self._generate_batch(model, [prompts[i] for i in idx], k, sampling, greedy)
+                    row_seeds = None if seeds is None else [derive_seed(seeds[i], "sample", done + s)
+                                                            for i in idx for s in range(k)]
+                    outs = self._generate_batch(model, [prompts[i] for i in idx], k, sampling, greedy, row_seeds)
                     for j, i in enumerate(idx):
                         results[i].extend(outs[j])
                 done += k
@@ -218,7 +223,8 @@ class TransformersPolicy(LocalPolicy):
         return self.model, contextlib.nullcontext()
 
     def _generate_batch(
-        self, model: Any, prompts: list[list[int]], k: int, sampling: SamplingParams, greedy: bool
+        self, model: Any, prompts: list[list[int]], k: int, sampling: SamplingParams, greedy: bool,
+        row_seeds: list[int] | None = None,
     ) -> list[list[Completion]]:
         import torch
 
@@ -254,6 +260,9 @@ class TransformersPolicy(LocalPolicy):
                 top_p=float(self.params.top_p),
                 top_k=int(self.params.top_k) if self.params.top_k and self.params.top_k > 0 else None,
             )
+            if row_seeds is not None:  # each row samples from its own generator: independent of the batch
+                kwargs["logits_processor"] = [RowSeededSampler(row_seeds, kwargs.pop("temperature"),
+                                                               kwargs.pop("top_p"), kwargs.pop("top_k"))]
         stops = [s for s in self.params.stop if s]
         if stops:
             kwargs.update(stop_strings=stops, tokenizer=self.tokenizer)
@@ -359,6 +368,46 @@ class TransformersPolicy(LocalPolicy):
         self.agent_model = None
         self.model = None
         gc.collect()
+
+
+TransformersParams = TransformersPolicy.Params
+"""The name older code imports (the parameters are declared in the class)."""
+
+
+class RowSeededSampler:
+    """A logits processor that samples each row's next token with the row's own ``torch.Generator`` (temperature,
+    top-k, top-p applied here) and leaves only that token possible, so ``generate``'s own sampling picks it.
+
+    Per-request seeds (``SamplingParams.seeds``): a row's tokens depend on its prompt and seed, not on the other
+    rows of the batch or the global RNG (up to the batch's floating-point noise in the logits)."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float | None, top_k: int | None):
+        import torch
+
+        self.generators = [torch.Generator().manual_seed(int(s) & 0xFFFFFFFFFFFF) for s in seeds]
+        self.temperature = float(temperature) if temperature else 1.0
+        self.top_p = float(top_p) if top_p is not None else 1.0
+        self.top_k = int(top_k) if top_k else 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        logits = scores.float() / max(self.temperature, 1e-6)
+        if self.top_k and self.top_k < logits.shape[-1]:
+            kth = torch.topk(logits, self.top_k, dim=-1).values[..., -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if self.top_p < 1.0:
+            sorted_p, order = torch.sort(probs, descending=True, dim=-1)
+            drop = sorted_p.cumsum(-1) - sorted_p > self.top_p
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+            probs = probs / probs.sum(-1, keepdim=True)
+        picked = torch.stack([torch.multinomial(probs[r].cpu(), 1, generator=self.generators[r])[0]
+                              for r in range(probs.shape[0])]).to(scores.device)
+        out = torch.full_like(scores, float("-inf"))
+        out[torch.arange(scores.shape[0], device=scores.device), picked] = 0.0
+        return out
 
 
 def _prefill(model: Any, **inputs: Any) -> None:

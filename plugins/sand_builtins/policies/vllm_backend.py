@@ -36,6 +36,14 @@ adapters (:meth:`expect_agent_weights`). Without sleep mode
 (CPU), :meth:`release` shuts the engines down and the next ``setup`` starts
 them again.
 
+Asynchronous rollouts (:mod:`sand_framework.rollout.asynchronous`) reach the engine through :meth:`VLLMPolicy.submit`:
+one request per agent turn, added to the running engine as it comes (``LLMEngine.add_request``) while one thread
+steps the engine's scheduler (``LLMEngine.step``), so vLLM's continuous batching serves whatever turns are in
+flight; the requests are those an ``AsyncLLM`` would schedule, on the same engine object (no second engine, same
+sleep/LoRA/merge handling). A synchronous :meth:`generate` waits until no submitted request is in flight.
+``stats`` then carry ``engine_busy_seconds`` (time with a request in the engine), ``engine_queue_seconds`` (time
+requests waited before the engine took them) and ``engine_latency_seconds``.
+
 vLLM is imported lazily: this module imports (and the component registers)
 without it; ``setup`` raises :class:`~sand_framework.errors.ModelUnavailable`
 with the install command when it is missing. On CPU-only machines the package
@@ -51,11 +59,17 @@ import json
 import logging
 import os
 import shutil
+import itertools
+import queue
 import tempfile
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Gt, Interval
 
 from sand_builtins.models import ADAPTER_CONFIG
 from sand_builtins.policies.engine_plan import (
@@ -65,67 +79,67 @@ from sand_builtins.policies.local import LocalPolicy
 from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
 from sand_framework import hookimpl
 from sand_framework.errors import ModelUnavailable
+from sand_framework.rollout import EngineMeter
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
 
-@dataclass
-class VLLMParams:
-    dtype: str = "bfloat16"
-    """vLLM's ``dtype``: ``bfloat16`` (CPU and GPU), ``float16``, ``float32`` or ``auto``. On a CPU without
-    AVX512-BF16/AMX bf16 is emulated: ``float32`` measured 2x faster there (benchmarks/policy_speed.py)."""
-    max_model_len: int = 4096
-    """Context length of the engine (prompt + generation); also caps prompts (see ``max_prompt_tokens``)."""
-    max_prompt_tokens: int = 0
-    """Longer prompts drop their oldest turns after the first three, then are cut from the left; 0 = the context
-    left after the generation (``max_model_len - max_new_tokens``), the default: ``sand validate`` checks the
-    trainer's ``max_length`` fits (one context budget for training, prompts and engines)."""
-    stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
-    """Generation stops at, and the text is cut before, the first of these strings."""
-    top_p: float = 1.0
-    top_k: int = 0
-    """0 disables top-k."""
-    lora_mode: Literal["adapter", "merge"] = "adapter"
-    """How a LoRA adapter becomes the agent: served per request (``adapter``) or merged into a full model
-    that a second engine loads (``merge``; faster on CPU, costs an engine start per switch)."""
-    max_lora_rank: int = 64
-    """Largest LoRA rank the engine accepts (``adapter`` mode); an adapter with a larger rank is refused."""
-    max_loras: int = 1
-    """Adapters resident at once (``adapter`` mode); the previous iteration's adapter is dropped on switch."""
-    enable_prefix_caching: bool = True
-    """Reuse the KV cache of shared prompt prefixes (the n samples of a chat, the ETO head of every turn)."""
-    enforce_eager: bool | None = None
-    """No CUDA graphs / torch.compile. None = by device: eager on CPU (the only mode measured there), CUDA graphs on
-    GPUs (slower start, faster decoding)."""
-    gpu_memory_utilization: float = 0.9
-    """GPU only: fraction of each GPU's memory for weights + KV cache, per engine; two engines sharing one GPU get
-    half each (see ``placement``)."""
-    placement: Literal["auto", "swap"] = "auto"
-    """Where a full-model agent's engine goes next to the base engine (``sand plan RECIPE --gpus N`` shows it):
-    ``auto`` = separate halves of the GPUs, or both awake on one GPU at half the memory each when the weights fit,
-    else taking turns; ``swap`` = always take turns on the same GPUs (sleep mode, one awake at a time)."""
-    kv_cache_space_gb: float = 2.0
-    """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
-    cpu_threads_bind: str = ""
-    """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
-    tensor_parallel_size: int = 0
-    """GPUs per engine; 0 = auto: the largest power of two of the GPUs the engine is placed on."""
-    seed: int = 0
-    """Engine seed (requests without a seed)."""
-    merge_dir: str = ""
-    """Where ``merge`` mode writes merged models; empty = a temporary directory removed on ``close``."""
-    sleep_mode: Literal["auto", "on", "off"] = "auto"
-    """vLLM sleep mode (``enable_sleep_mode``): the engine not in use sleeps, and all sleep during training.
-    ``auto`` = on with a GPU (vLLM supports it on CUDA only)."""
-    engine_args: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments for ``vllm.LLM`` (override the ones above)."""
-
-
-class VLLMPolicy(LocalPolicy):
+class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     name = "vllm"
     requires = {"vllm": "vllm"}
-    Params = VLLMParams
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
+
+    @dataclass
+    class Params:
+        dtype: Literal["bfloat16", "float16", "float32", "auto"] = "bfloat16"
+        """vLLM's ``dtype``: ``bfloat16`` (CPU and GPU), ``float16``, ``float32`` or ``auto``. On a CPU without
+        AVX512-BF16/AMX bf16 is emulated: ``float32`` measured 2x faster there (benchmarks/policy_speed.py)."""
+        max_model_len: Annotated[int, Ge(1)] = 4096
+        """Context length of the engine (prompt + generation); also caps prompts (see ``max_prompt_tokens``)."""
+        max_prompt_tokens: Annotated[int, Ge(0)] = 0
+        """Longer prompts drop their oldest turns after the first three, then are cut from the left; 0 = the context
+        left after the generation (``max_model_len - max_new_tokens``), the default: ``sand validate`` checks the
+        trainer's ``max_length`` fits (one context budget for training, prompts and engines)."""
+        stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
+        """Generation stops at, and the text is cut before, the first of these strings."""
+        top_p: Annotated[float, Interval(gt=0, le=1)] = 1.0
+        """Nucleus sampling for sampled (temperature > 0) calls, in (0, 1]; 1 = off."""
+        top_k: Annotated[int, Ge(0)] = 0
+        """0 disables top-k."""
+        lora_mode: Literal["adapter", "merge"] = "adapter"
+        """How a LoRA adapter becomes the agent: served per request (``adapter``) or merged into a full model
+        that a second engine loads (``merge``; faster on CPU, costs an engine start per switch)."""
+        max_lora_rank: Annotated[int, Ge(1)] = 64
+        """Largest LoRA rank the engine accepts (``adapter`` mode); an adapter with a larger rank is refused."""
+        max_loras: Annotated[int, Ge(1)] = 1
+        """Adapters resident at once (``adapter`` mode); the previous iteration's adapter is dropped on switch."""
+        enable_prefix_caching: bool = True
+        """Reuse the KV cache of shared prompt prefixes (the n samples of a chat, the ETO head of every turn)."""
+        enforce_eager: bool | None = None
+        """No CUDA graphs / torch.compile. None = by device: eager on CPU (the only mode measured there), CUDA graphs on
+        GPUs (slower start, faster decoding)."""
+        gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = 0.9
+        """GPU only: fraction of each GPU's memory for weights + KV cache, per engine; two engines sharing one GPU get
+        half each (see ``placement``)."""
+        placement: Literal["auto", "swap"] = "auto"
+        """Where a full-model agent's engine goes next to the base engine (``sand plan RECIPE --gpus N`` shows it):
+        ``auto`` = separate halves of the GPUs, or both awake on one GPU at half the memory each when the weights fit,
+        else taking turns; ``swap`` = always take turns on the same GPUs (sleep mode, one awake at a time)."""
+        kv_cache_space_gb: Annotated[float, Gt(0)] = 2.0
+        """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
+        cpu_threads_bind: str = ""
+        """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
+        tensor_parallel_size: Annotated[int, Ge(0)] = 0
+        """GPUs per engine; 0 = auto: the largest power of two of the GPUs the engine is placed on."""
+        seed: Annotated[int, Ge(0)] = 0
+        """Engine seed (requests without a seed)."""
+        merge_dir: str = ""
+        """Where ``merge`` mode writes merged models; empty = a temporary directory removed on ``close``."""
+        sleep_mode: Literal["auto", "on", "off"] = "auto"
+        """vLLM sleep mode (``enable_sleep_mode``): the engine not in use sleeps, and all sleep during training.
+        ``auto`` = on with a GPU (vLLM supports it on CUDA only)."""
+        engine_args: dict[str, Any] = field(default_factory=dict)
+        """Extra keyword arguments for ``vllm.LLM`` (override the ones above)."""
 
     @classmethod
     def context_token_budget(cls, params: VLLMParams) -> dict[str, tuple[str, int]]:
@@ -149,6 +163,12 @@ class VLLMPolicy(LocalPolicy):
         self.plan: EnginePlan | None = None
         """Where the engines go (:func:`~sand_builtins.policies.engine_plan.plan_engines`), made in ``setup``."""
         self._stats.update(engine_starts=0, engine_start_seconds=0.0)
+        self._engine_lock = threading.Lock()
+        """Held by a synchronous generate, or by the submit pump while it has requests in the engine."""
+        self._pump: threading.Thread | None = None
+        self._pump_q: queue.Queue = queue.Queue()
+        self._req_ids = itertools.count()
+        self.meter = EngineMeter()
 
     @classmethod
     def device_plan(cls, params: VLLMParams, node: Any) -> list[str]:
@@ -371,14 +391,13 @@ class VLLMPolicy(LocalPolicy):
     # Generation
     # ------------------------------------------------------------------
 
-    def _generate(self, prompts: list[list[int]], sampling: SamplingParams, role: Role, per_chat: int,
-                  greedy: bool) -> list[list[Completion]]:
+    def _sampling_params(self, n_prompts: int, sampling: SamplingParams, per_chat: int, greedy: bool) -> list[Any]:
         from vllm import SamplingParams as VSamplingParams
 
         max_new = max(1, int(sampling.max_new_tokens))
         stops = [s for s in self.params.stop if s]
         params = []
-        for i in range(len(prompts)):
+        for i in range(n_prompts):
             kw: dict[str, Any] = dict(
                 n=per_chat, max_tokens=max_new, stop=stops or None, stop_token_ids=self._stop_ids or None,
                 skip_special_tokens=True,
@@ -388,19 +407,126 @@ class VLLMPolicy(LocalPolicy):
             else:
                 kw.update(temperature=float(sampling.temperature), top_p=float(self.params.top_p),
                           top_k=int(self.params.top_k) if self.params.top_k and self.params.top_k > 0 else -1)
-                if sampling.seed is not None:
+                if sampling.seeds:
+                    kw["seed"] = int(sampling.seeds[i]) & 0x7FFFFFFF  # the chat's own seed (per request)
+                elif sampling.seed is not None:
                     # One seed per chat: identical prompts in one call still get different samples.
                     kw["seed"] = int(sampling.seed) + i * per_chat
             params.append(VSamplingParams(**kw))
-        llm, lora = self._engine_for(role)
-        self._activate(llm)
+        return params
+
+    def _generate(self, prompts: list[list[int]], sampling: SamplingParams, role: Role, per_chat: int,
+                  greedy: bool) -> list[list[Completion]]:
+        params = self._sampling_params(len(prompts), sampling, per_chat, greedy)
         inputs = [{"prompt_token_ids": p} for p in prompts]
         gen_kwargs: dict[str, Any] = {"use_tqdm": False}
-        if lora is not None:
-            gen_kwargs["lora_request"] = lora
-        outputs = llm.generate(inputs, params, **gen_kwargs)
+        with self._engine_lock:
+            llm, lora = self._engine_for(role)
+            self._activate(llm)
+            if lora is not None:
+                gen_kwargs["lora_request"] = lora
+            start = time.perf_counter()
+            outputs = llm.generate(inputs, params, **gen_kwargs)
+            self.meter.span(time.perf_counter() - start, len(prompts))
         return [[self.completion(o.text, len(p), len(o.token_ids)) for o in sorted(out.outputs, key=lambda o: o.index)]
                 for p, out in zip(prompts, outputs)]
+
+    # ------------------------------------------------------------------
+    # Asynchronous requests
+    # ------------------------------------------------------------------
+
+    def submit(self, chat: Chat, sampling: SamplingParams, role: Role = "agent") -> Future:
+        """One chat's ``sampling.n`` completions as a future, generated by the running engine alongside every other
+        submitted request (continuous batching); ``sampling.seeds[0]`` (else ``seed``) is the request's seed."""
+        self._require_setup()
+        if role not in ("agent", "base"):
+            raise ValueError(f"role must be 'agent' or 'base', got {role!r}")
+        n = max(1, int(sampling.n))
+        greedy = sampling.temperature is None or sampling.temperature <= 0
+        ids = self.prompt_ids(chat, role, self._prompt_limit(max(1, int(sampling.max_new_tokens))))
+        params = self._sampling_params(1, sampling, 1 if greedy else n, greedy)[0]
+        fut: Future = Future()
+        self._pump_q.put((ids, params, role, n if greedy else 1, fut, self.meter.begin()))
+        if self._pump is None or not self._pump.is_alive():
+            self._pump = threading.Thread(target=self._pump_main, name="sand-vllm-pump", daemon=True)
+            self._pump.start()
+        return fut
+
+    def _pump_main(self) -> None:
+        """Add submitted requests to their engine and step the engines until every request is answered."""
+        from vllm.sampling_params import RequestOutputKind
+
+        inflight: dict[str, tuple] = {}
+        engines: dict[int, Any] = {}
+        while True:
+            items = []
+            if not inflight:
+                item = self._pump_q.get()
+                if item is None:
+                    return
+                items.append(item)
+            while True:
+                try:
+                    item = self._pump_q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._pump_q.put(None)
+                    break
+                items.append(item)
+            for ids, params, role, copies, fut, t0 in items:
+                try:
+                    if not inflight:
+                        self._engine_lock.acquire()
+                    llm, lora = self._engine_for(role)
+                    if not engines:
+                        self._activate(llm)
+                    rid = f"sand-{next(self._req_ids)}"
+                    params.output_kind = RequestOutputKind.FINAL_ONLY
+                    llm.llm_engine.add_request(rid, {"prompt_token_ids": ids}, params, lora_request=lora)
+                    engines[id(llm)] = llm
+                    inflight[rid] = (ids, copies, fut, t0)
+                    self.meter.started(t0)
+                except BaseException as exc:  # noqa: BLE001 - delivered to the episode that asked
+                    self.meter.end(t0)
+                    fut.set_exception(exc)
+                    if not inflight and self._engine_lock.locked():
+                        self._engine_lock.release()
+            if not inflight:
+                continue
+            try:
+                for llm in list(engines.values()):
+                    if not llm.llm_engine.has_unfinished_requests():
+                        continue
+                    for out in llm.llm_engine.step():
+                        if not getattr(out, "finished", False) or out.request_id not in inflight:
+                            continue
+                        ids, copies, fut, t0 = inflight.pop(out.request_id)
+                        outs = [self.completion(o.text, len(ids), len(o.token_ids))
+                                for o in sorted(out.outputs, key=lambda o: o.index)]
+                        self.meter.end(t0)
+                        fut.set_result([Completion(**outs[0].to_dict()) for _ in range(copies)] if copies > 1 else outs)
+            except BaseException as exc:  # noqa: BLE001 - the engine failed: every request in flight fails
+                for ids, copies, fut, t0 in inflight.values():
+                    self.meter.end(t0)
+                    fut.set_exception(exc)
+                inflight.clear()
+            if not inflight:
+                engines.clear()
+                self._engine_lock.release()
+
+    def _stop_pump(self) -> None:
+        if self._pump is not None and self._pump.is_alive():
+            self._pump_q.put(None)
+            self._pump.join(30)
+        self._pump = None
+        self._pump_q = queue.Queue()
+
+    @property
+    def stats(self) -> dict[str, float]:
+        out = dict(self._stats)
+        out.update(self.meter.snapshot())
+        return out
 
     def _engine_for(self, role: Role) -> tuple[Any, Any]:
         if role == "agent":
@@ -413,6 +539,7 @@ class VLLMPolicy(LocalPolicy):
     # ------------------------------------------------------------------
 
     def close(self) -> None:
+        self._stop_pump()
         self._lora = None
         self._asleep.clear()
         if self.agent_llm is not None:
@@ -426,6 +553,10 @@ class VLLMPolicy(LocalPolicy):
             shutil.rmtree(self._merge_root, ignore_errors=True)
             self._merge_root = None
         gc.collect()
+
+
+VLLMParams = VLLMPolicy.Params
+"""The name older code imports (the parameters are declared in the class)."""
 
 
 @hookimpl

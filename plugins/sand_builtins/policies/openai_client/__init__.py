@@ -56,8 +56,7 @@ from __future__ import annotations
 from sand_framework import hookimpl
 
 from .errors import ServerRequestError, ServerUnavailable
-from .params import OpenAIParams
-from .policy import OpenAIPolicy
+from .policy import OpenAIParams, OpenAIPolicy
 
 __all__ = ["OpenAIParams", "OpenAIPolicy", "ServerRequestError", "ServerUnavailable"]
 
