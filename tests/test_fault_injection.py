@@ -47,7 +47,8 @@ def payloads(run: Path) -> dict[str, dict[str, object]]:
                 continue
             data = rec["data"]
             if isinstance(data, dict) and isinstance(data.get("stats"), dict):
-                data["stats"].pop("seconds", None)  # wall time of the batch: not an artifact of the method
+                for key in [k for k in data["stats"] if k.endswith("seconds")]:  # wall times (the batch's, the
+                    data["stats"].pop(key)  # rollouts', the engine's busy/queue time): not artifacts of the method
             recs[rec["unit"]] = data
         out[str(log.relative_to(run))] = recs
     return out

@@ -25,9 +25,12 @@ import pytest
 import yaml
 
 SAND = [sys.executable, "-m", "sand_framework.cli.main"]
-ARGS = ["smoke", "method=rft", "executor=process_pool", "data.limit=2", "eval.limit=1", "eval.splits=[unseen]"]
+ARGS = ["smoke", "method=rft", "executor=process_pool", "data.limit=2", "run.synthesis_batch=1", "eval.limit=1",
+        "eval.splits=[unseen]"]
 """RFT explores in the executor's environment workers even with a random model (SAND's synthesis rolls out only
-where valid samples disagree), so the synthesis stage has worker processes to shut down."""
+where valid samples disagree), so the synthesis stage has worker processes to shut down. One trajectory per batch:
+when the first unit is logged the second is still being explored, so the stop lands inside the synthesis stage
+(with both in one batch they were logged together and the signal met train/iter1 on a loaded machine)."""
 
 
 def state(run: Path) -> dict:

@@ -55,21 +55,33 @@ def _constraints(metadata: tuple[Any, ...]) -> list[Any]:
     return out
 
 
+def _as_type_of(bound: Any, value: Any) -> Any:
+    """A bound written as the field's number type. ``typing`` caches ``Annotated[float, Ge(0.0)]`` and
+    ``Annotated[float, Ge(0)]`` as one object (the bounds compare equal), so which spelling a field holds depends on
+    import order; the message must not."""
+    if isinstance(value, float) and isinstance(bound, int) and not isinstance(bound, bool):
+        return float(bound)
+    if isinstance(value, int) and isinstance(bound, float) and bound.is_integer():
+        return int(bound)
+    return bound
+
+
 def constraint_problems(value: Any, metadata: tuple[Any, ...], where: str) -> list[str]:
     """Problems of an already well-typed ``value`` with ``annotated_types`` constraints (others are ignored).
 
     Comparisons are written so that NaN fails every bound.
     """
     problems = []
+    b = lambda bound: _as_type_of(bound, value)  # noqa: E731
     for c in _constraints(metadata):
         if isinstance(c, at.Gt) and not value > c.gt:
-            problems.append(f"{where}: must be > {c.gt}, got {short(value)}")
+            problems.append(f"{where}: must be > {b(c.gt)}, got {short(value)}")
         elif isinstance(c, at.Ge) and not value >= c.ge:
-            problems.append(f"{where}: must be >= {c.ge}, got {short(value)}")
+            problems.append(f"{where}: must be >= {b(c.ge)}, got {short(value)}")
         elif isinstance(c, at.Lt) and not value < c.lt:
-            problems.append(f"{where}: must be < {c.lt}, got {short(value)}")
+            problems.append(f"{where}: must be < {b(c.lt)}, got {short(value)}")
         elif isinstance(c, at.Le) and not value <= c.le:
-            problems.append(f"{where}: must be <= {c.le}, got {short(value)}")
+            problems.append(f"{where}: must be <= {b(c.le)}, got {short(value)}")
         elif isinstance(c, at.MinLen) and len(value) < c.min_length:
             what = "empty" if len(value) == 0 else f"{len(value)} long"
             problems.append(f"{where}: must have at least {c.min_length} item(s)/character(s), got {what}")
