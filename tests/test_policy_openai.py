@@ -492,7 +492,7 @@ def vllm_server(smollm2_dir, tmp_path_factory):
     log = open(root / "server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", smollm2_dir,
-         "--served-model-name", "base", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+         "--served-model-name", "base", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
          "--max-model-len", "1024", "--enforce-eager", "--enable-lora", "--max-lora-rank", "8",
          "--max-loras", "2", "--lora-modules", f"agent={a1}"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,

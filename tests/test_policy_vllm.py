@@ -111,7 +111,8 @@ def adapters(smollm2_dir, tmp_path_factory):
 def policy(smollm2_dir):
     if not vllm_available():
         pytest.skip("vllm is not importable")
-    pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=1024, kv_cache_space_gb=1, max_lora_rank=8, stop=["\n\n"]))
+    pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=1024, kv_cache_space_gb=1, max_lora_rank=8, stop=["\n\n"],
+                                       dtype="float32"))  # bf16 is emulated on AVX2: its numerics vary with the batch
     pol.setup(smollm2_dir)
     yield pol
     pol.close()
@@ -225,7 +226,7 @@ def test_base_vs_agent_with_lora_adapters(policy, adapters):
 def test_merge_mode_matches_adapter_semantics(smollm2_dir, adapters, tmp_path):
     a, _ = adapters
     pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=1024, kv_cache_space_gb=1, lora_mode="merge",
-                                       merge_dir=str(tmp_path / "merged"), stop=["\n\n"]))
+                                       merge_dir=str(tmp_path / "merged"), stop=["\n\n"], dtype="float32"))
     pol.setup(smollm2_dir)
     try:
         base = _texts(pol.generate([CHAT, CHAT2], GREEDY, role="base"))
@@ -271,7 +272,7 @@ def test_an_engine_whose_worker_is_killed_raises_what_the_runner_reports(smollm2
 
     from sand_framework.app.runner import engine_died
 
-    pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=512, kv_cache_space_gb=1, stop=["\n\n"]))
+    pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=512, kv_cache_space_gb=1, stop=["\n\n"], dtype="float32"))
     pol.setup(smollm2_dir)
     try:
         assert pol.generate([CHAT], GREEDY, role="base")[0][0].text

