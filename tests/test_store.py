@@ -135,3 +135,15 @@ def test_the_run_layout_spells_the_names_existing_runs_hold(tmp_path):
         (tmp_path / name).mkdir()
     (tmp_path / "iter3").write_text("")  # a file, not an iteration folder
     assert L.iterations_in(tmp_path) == [1, 2, 10]
+
+
+def test_a_run_folder_under_a_file_is_a_run_dir_error_naming_the_file(tmp_path):
+    """`sand run` with run.output_dir (or --run-dir) below a file ended in "unexpected failure" (issue 24)."""
+    from sand_framework.errors import RunDirError
+    from sand_framework.store import RunDir
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(RunDirError, match=r"afile is a file, not a folder; choose another run.output_dir"):
+        RunDir.create(tmp_path / "afile" / "sub", "smoke")
+    with pytest.raises(RunDirError, match=r"afile is a file, not a folder; choose another --run-dir"):
+        RunDir.create_at(tmp_path / "afile" / "x")

@@ -333,6 +333,9 @@ def _mkdir(path: Path, parents: bool, exist_ok: bool, what: str) -> None:
         path.mkdir(parents=parents, exist_ok=exist_ok)
     except FileExistsError:
         raise RunDirError(f"{path} exists and is not a folder; choose another {what}") from None
+    except NotADirectoryError:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise RunDirError(f"cannot create {path}: {blocker} is a file, not a folder; choose another {what}") from None
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise RunDirError(f"cannot create {path}: {exc.strerror}. Choose a writable {what}") from None
