@@ -17,7 +17,7 @@ export SAND_CACHE="${SAND_CACHE:-$PWD/.sand_cache}"
 junit=$(mktemp)
 trap 'rm -f "$junit"' EXIT
 rc=0
-.venv/bin/python -m pytest -q -m vllm --junitxml "$junit" tests/test_policy_vllm.py tests/test_policy_openai.py "$@" \
+.venv/bin/python -m pytest -q -m vllm --junitxml "$junit" tests/test_policy_vllm.py tests/test_policy_openai.py tests/test_async_vllm.py "$@" \
   || rc=$?
 if [ "$rc" = 0 ] && [ $# = 0 ]; then
   .venv/bin/python scripts/vllm_lane.py record "$junit" || rc=1

@@ -28,8 +28,11 @@ INPUTS = [
     "plugins/sand_builtins/policies/vllm_*.py",
     "plugins/sand_builtins/policies/local.py",
     "plugins/sand_builtins/policies/openai_client/*.py",
+    "plugins/sand_builtins/policies/engine_plan.py",
+    "sand_framework/rollout/asynchronous.py",
     "tests/test_policy_vllm.py",
     "tests/test_policy_openai.py",
+    "tests/test_async_vllm.py",
 ]
 """Globs, relative to the repository root, of the files whose change makes the last green run stale."""
 
