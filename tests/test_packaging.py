@@ -172,7 +172,7 @@ def test_vllm_lane_selects_the_recorded_tests():
         pytest.fail("no .ci/vllm-lane.json: run `bash scripts/test_vllm.sh`")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "vllm", "-p", "no:cacheprovider",
-         "tests/test_policy_vllm.py", "tests/test_policy_openai.py"],
+         "tests/test_policy_vllm.py", "tests/test_policy_openai.py", "tests/test_async_vllm.py"],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
