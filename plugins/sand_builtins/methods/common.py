@@ -1,12 +1,14 @@
-"""What the exploring baselines (RFT, ETO, IPR) share: where episodes run, seeds, per-benchmark defaults."""
+"""What the exploring baselines (RFT, ETO, IPR) share: their base class, where episodes run, seeds, per-benchmark
+defaults."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from sand_framework.components import MethodTools
-from sand_framework.rollout import PoolSource, derive_seed
-from sand_framework.types import Trajectory
+from sand_framework.components import Method, MethodTools
+from sand_framework.components.base import P
+from sand_framework.rollout import Exploration, ExploreRequest, PoolSource, derive_seed, explore
+from sand_framework.types import SamplingParams, Trajectory
 
 STORED_REWARD_ENVS = ("webshop",)
 """Benchmarks whose expert trajectories are scored by their stored reward (ETO's WebShop); elsewhere the expert
@@ -54,3 +56,28 @@ def pools(tools: MethodTools) -> PoolSource:
             executor = None
         src = tools.shared["pool_source"] = PoolSource(executor)
     return src
+
+
+class ExploringMethod(Method[P]):
+    """A method whose units are episodes the current agent plays in the recipe executor's environment pool (RFT,
+    ETO, IPR). Its ``Params`` declares ``max_new_tokens`` (the agent's turn budget, which ``sand validate``
+    compares with what the agent is trained to write) and ``cross_task_batching`` (each its own help)."""
+
+    uses: ClassVar[tuple[str, ...]] = ("executor",)
+    """Only for its environment pool and ``max_parallel`` (waves of episodes); its sampling settings are its own
+    params."""
+
+    @classmethod
+    def agent_token_budget(cls, params):
+        return ("max_new_tokens", params.max_new_tokens)
+
+    def explore(self, requests: list[ExploreRequest], tools: MethodTools, temperature: float) -> list[Exploration]:
+        """Play ``requests`` to their ends with the current policy at ``temperature`` (results in request order),
+        in :func:`pools`' environments, in waves of the executor's ``max_parallel``, in its ``rollout_mode``;
+        apart per seed unless ``cross_task_batching``."""
+        p, src = self.params, pools(tools)
+        return explore(requests, tools.env, tools.policy,
+                       SamplingParams(temperature=temperature, max_new_tokens=p.max_new_tokens),
+                       pool=src.pool(tools.env), max_parallel=src.max_parallel,
+                       group_by_seed=not p.cross_task_batching, mode=src.rollout_mode,
+                       max_concurrency=src.max_concurrency)

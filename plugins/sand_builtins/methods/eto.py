@@ -22,12 +22,12 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, Method, MethodTools
-from sand_framework.rollout import ExploreRequest, explore
-from sand_framework.types import PreferencePair, SamplingParams, Step, Trajectory
+from sand_framework.components import IterationData, MethodTools
+from sand_framework.rollout import ExploreRequest
+from sand_framework.types import PreferencePair, Step, Trajectory
 
-from sand_builtins.methods.common import (TRUNCATE_REJECTED, env_family, expert_reward, expert_reward_rule, pools,
-                                          task_seed)
+from sand_builtins.methods.common import (TRUNCATE_REJECTED, ExploringMethod, env_family, expert_reward,
+                                          expert_reward_rule, task_seed)
 
 
 def truncated(steps: list[Step], expert_steps: int, extra_messages: int | None) -> list[Step]:
@@ -38,15 +38,13 @@ def truncated(steps: list[Step], expert_steps: int, extra_messages: int | None) 
     return list(steps[:max(0, expert_steps + extra_messages // 2)])
 
 
-class EtoMethod(Method["EtoMethod.Params"]):
+class EtoMethod(ExploringMethod["EtoMethod.Params"]):
     """Trajectory preference pairs: the expert's trajectory against the agent's failed exploration (DPO)."""
 
     name = "eto"
     description = ("explore each training task; pair the expert's trajectory with the agent's when their rewards "
                    "differ (DPO)")
     produces = "preference"
-    uses = ("executor",)
-    """Only for its environment pool and ``max_parallel``."""
 
     @dataclass
     class Params:
@@ -68,24 +66,15 @@ class EtoMethod(Method["EtoMethod.Params"]):
         instead of each task apart (a unit then depends on which tasks share its batch). Greedy exploration
         always batches."""
 
-    @classmethod
-    def agent_token_budget(cls, params):
-        return ("max_new_tokens", params.max_new_tokens)
-
     def _truncation(self, env_name: str) -> int | None:
         t = self.params.truncate_rejected
         return TRUNCATE_REJECTED.get(env_family(env_name)) if t == "auto" else t
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
-        src = pools(tools)
         rule, cut = expert_reward_rule(p.expert_reward, tools.env.name), self._truncation(tools.env.name)
-        found = explore([ExploreRequest(t, prefix=0, seed=task_seed(seed, t, "eto")) for t in trajectories],
-                        tools.env, tools.policy,
-                        SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens),
-                        pool=src.pool(tools.env), max_parallel=src.max_parallel,
-                        group_by_seed=not p.cross_task_batching, mode=src.rollout_mode,
-                        max_concurrency=src.max_concurrency)
+        found = self.explore([ExploreRequest(t, prefix=0, seed=task_seed(seed, t, "eto")) for t in trajectories],
+                             tools, p.temperature)
         units = []
         for traj, ex in zip(trajectories, found):
             agent, r_expert = ex.trajectory, expert_reward(traj, rule)

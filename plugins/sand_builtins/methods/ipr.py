@@ -29,11 +29,11 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, Method, MethodTools
-from sand_framework.rollout import ExploreRequest, Exploration, explore
-from sand_framework.types import PreferencePair, SamplingParams, Step, Trajectory
+from sand_framework.components import IterationData, MethodTools
+from sand_framework.rollout import ExploreRequest, Exploration
+from sand_framework.types import PreferencePair, Step, Trajectory
 
-from sand_builtins.methods.common import expert_reward, expert_reward_rule, pools, task_seed
+from sand_builtins.methods.common import ExploringMethod, expert_reward, expert_reward_rule, task_seed
 
 
 def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
@@ -45,15 +45,13 @@ def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(steps, cap))
 
 
-class IprMethod(Method["IprMethod.Params"]):
+class IprMethod(ExploringMethod["IprMethod.Params"]):
     """Step-level preference pairs from Monte Carlo step rewards along the expert's trajectories (DPO)."""
 
     name = "ipr"
     description = ("at expert steps j the agent takes over; Monte Carlo step rewards (SFT model) pick local "
                    "pairs of continuations, plus whole-trajectory pairs (DPO against the SFT model)")
     produces = "preference"
-    uses = ("executor",)
-    """Only for its environment pool and ``max_parallel``."""
 
     @dataclass
     class Params:
@@ -89,25 +87,16 @@ class IprMethod(Method["IprMethod.Params"]):
         by default each state's ``mc_samples`` rollouts are sampled together and apart from the others, so a
         unit does not depend on which tasks share its batch."""
 
-    @classmethod
-    def agent_token_budget(cls, params):
-        return ("max_new_tokens", params.max_new_tokens)
-
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
-        src = pools(tools)
-        pool, wave = src.pool(tools.env), src.max_parallel
         rule = expert_reward_rule(p.expert_reward, tools.env.name)
         plan = [(t, ([0] if p.global_pairs else []) + examined_steps(len(t.steps), p.steps_per_trajectory,
                                                                      task_seed(seed, t, "ipr-steps")))
                 for t in trajectories]
         # 1. The current agent takes over at each examined step j (greedy by default: one batch for all).
         take = [(t, j) for t, js in plan for j in js]
-        agent = explore([ExploreRequest(t, prefix=j, seed=task_seed(seed, t, "ipr-agent", j)) for t, j in take],
-                        tools.env, tools.policy, SamplingParams(temperature=p.temperature,
-                                                                max_new_tokens=p.max_new_tokens),
-                        pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching,
-                        mode=src.rollout_mode, max_concurrency=src.max_concurrency)
+        agent = self.explore([ExploreRequest(t, prefix=j, seed=task_seed(seed, t, "ipr-agent", j))
+                              for t, j in take], tools, p.temperature)
         taken = {(t.task_id, j): ex for (t, j), ex in zip(take, agent)}
         # 2. Step rewards: Monte Carlo rollouts of the SFT model from the state after each side's step j.
         states: list[tuple[str, int, str, Trajectory]] = []  # (task, j, side, steps to replay: prefix + step j)
@@ -132,10 +121,7 @@ class IprMethod(Method["IprMethod.Params"]):
             if switch:
                 tools.policy.set_agent_weights(tools.weights.get("sft"))
             try:
-                mc = explore(mc_requests, tools.env, tools.policy,
-                             SamplingParams(temperature=p.mc_temperature, max_new_tokens=p.max_new_tokens),
-                             pool=pool, max_parallel=wave, group_by_seed=not p.cross_task_batching,
-                             mode=src.rollout_mode, max_concurrency=src.max_concurrency)
+                mc = self.explore(mc_requests, tools, p.mc_temperature)
             finally:
                 if switch:
                     tools.policy.set_agent_weights(tools.weights.get("agent"))

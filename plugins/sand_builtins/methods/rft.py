@@ -17,22 +17,20 @@ from typing import Annotated, Any
 from annotated_types import Ge
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, Method, MethodTools
-from sand_framework.rollout import ExploreRequest, explore
-from sand_framework.types import SamplingParams, Trajectory
+from sand_framework.components import IterationData, MethodTools
+from sand_framework.rollout import ExploreRequest
+from sand_framework.types import Trajectory
 
-from sand_builtins.methods.common import pools, task_seed
+from sand_builtins.methods.common import ExploringMethod, task_seed
 
 
-class RftMethod(Method["RftMethod.Params"]):
+class RftMethod(ExploringMethod["RftMethod.Params"]):
     """The agent's own successful explorations of the training tasks join the expert data (SFT)."""
 
     name = "rft"
     description = ("explore each training task k times (temperature T); successful distinct trajectories join "
                    "the SFT data")
     produces = "sft"
-    uses = ("executor",)
-    """Only for its environment pool and ``max_parallel`` (waves of episodes); its sampling settings are these."""
 
     @dataclass
     class Params:
@@ -53,20 +51,11 @@ class RftMethod(Method["RftMethod.Params"]):
         default each task's ``k`` explorations are sampled together and apart from other tasks, so a unit does
         not depend on which tasks share its batch (a resume that redoes part of a batch gives the same units)."""
 
-    @classmethod
-    def agent_token_budget(cls, params):
-        return ("max_new_tokens", params.max_new_tokens)
-
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
-        src = pools(tools)
         requests = [ExploreRequest(t, prefix=0, seed=task_seed(seed, t, "rft"))
                     for t in trajectories for _ in range(p.k)]
-        found = explore(requests, tools.env, tools.policy,
-                        SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens),
-                        pool=src.pool(tools.env), max_parallel=src.max_parallel,
-                        group_by_seed=not p.cross_task_batching, mode=src.rollout_mode,
-                        max_concurrency=src.max_concurrency)
+        found = self.explore(requests, tools, p.temperature)
         units = []
         for i, traj in enumerate(trajectories):
             mine = found[i * p.k:(i + 1) * p.k]
