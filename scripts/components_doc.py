@@ -24,6 +24,10 @@ dataclass, where every parameter is declared once: its type, default, range
 (`--json` for tools). A recipe sets a parameter next to the slot's `name`
 (`sampler: {name: self_consistency, n: 5}`) or on the command line
 (`sampler.n=5`); `sand validate` checks each against its declaration.
+A parameter marked *speed only* (`SpeedOnly` in its `Annotated`, with the
+reason) cannot change what a stage computes: stage fingerprints leave it out,
+so editing it neither blocks `sand run --resume` nor stops `sand sweep` from
+reusing a stage ([concepts](concepts.md#run-directories-and-resume)).
 """
 
 
@@ -32,7 +36,7 @@ def _cell(value: object) -> str:
 
 
 def render() -> str:
-    from sand_framework.cli.components import params_doc
+    from sand_framework.cli.components import params_doc, speed_only_text
     from sand_framework.components import SLOTS
     from sand_framework.plugins import PluginSet
 
@@ -54,8 +58,11 @@ def render() -> str:
                 allowed = [p["range"]] if "range" in p else []
                 if "choices" in p:
                     allowed.append("one of " + ", ".join(f"`{c!r}`" for c in p["choices"]))
+                text = p.get("help", "")
+                if "speed_only" in p:
+                    text = f"{text} *{speed_only_text(p['speed_only'])}*".strip()
                 out.append(f"| `{kind}.{p['name']}` | `{_cell(repr(p['default']))}` | {_cell('; '.join(allowed))} | "
-                           f"{_cell(p.get('help', ''))} |")
+                           f"{_cell(text)} |")
             out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 

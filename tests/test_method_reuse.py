@@ -99,3 +99,108 @@ def test_sweep_with_a_sand_and_an_eto_arm_sharing_the_sft_start(tmp_path):
     assert "reused_from" not in state["synth/iter1"] and state["synth/iter1"]["method"] == "eto"
     assert state["train/iter1"]["pairs"] == state["synth/iter1"]["pairs"] > 0
     assert (eto / "iter1" / "pairs.jsonl").is_file()
+
+
+# -- a method's stages depend on the synthesis slots it declares in `uses` -----------------------------------------
+
+
+def test_an_eto_synthesis_stage_ignores_the_critic_and_a_sand_one_does_not():
+    """ETO never calls a critic (``uses = ("executor",)``): a critic edit changes none of its stages' fingerprints;
+    SAND calls one, so the same edit changes its synthesis stage and everything after it."""
+    from sand_framework.app.reuse import stage_inputs
+
+    edit = ("critic.max_new_tokens=7", "sampler.n=2", "detector.min_distinct=3", "synthesizer.max_new_tokens=12")
+    for stage in ("synth/iter1", "train/iter1", "eval"):
+        eto = stage_inputs(recipe("method=eto"), stage)
+        assert {"critic", "sampler", "detector", "synthesizer"}.isdisjoint(eto) and "executor" in eto, stage
+        assert stage_inputs(recipe("method=eto", *edit), stage) == eto, stage
+        assert stage_inputs(recipe("method=eto", "executor.max_parallel=3"), stage) != eto, stage
+        sand = stage_inputs(recipe(), stage)
+        assert {"critic", "sampler", "detector", "synthesizer", "executor", "policy"} <= set(sand), stage
+        assert stage_inputs(recipe("critic.max_new_tokens=7"), stage) != sand, stage
+
+
+def test_uses_is_read_in_one_place_and_undeclared_means_every_synthesis_slot():
+    from sand_framework.components import Method
+    from sand_framework.components.declared import SYNTHESIS_SLOTS, method_slots
+    from sand_framework.plugins import load_plugins
+
+    regs = load_plugins().registries()
+    methods = {n: regs["method"].get(n) for n in regs["method"].names()}
+    assert method_slots(methods["sand"]) == SYNTHESIS_SLOTS
+    assert {n: method_slots(methods[n]) for n in ("rft", "eto", "ipr", "pairs_file")} == {
+        "rft": ("environment", "policy", "executor"), "eto": ("environment", "policy", "executor"),
+        "ipr": ("environment", "policy", "executor"), "pairs_file": ("environment", "policy")}
+    assert Method.uses is None and method_slots(Method) == method_slots(None) == SYNTHESIS_SLOTS
+
+
+def test_a_method_that_declares_uses_cannot_call_another_synthesis_slot(tmp_path):
+    """The narrower fingerprint is kept honest: ``tools.component`` refuses a synthesis slot outside ``uses``
+    (a change to it would go unseen by --resume and reuse); declared and non-synthesis slots pass through."""
+    from sand_framework.components.declared import method_component
+    from sand_framework.errors import ComponentError
+    from sand_framework.plugins import load_plugins
+
+    regs = load_plugins().registries()
+    eto = regs["method"].get("eto")()
+    get = method_component(eto, lambda slot: f"the {slot}")
+    assert get("executor") == "the executor" and get("policy") == "the policy" and get("trainer") == "the trainer"
+    with pytest.raises(ComponentError, match=r"method 'eto' asked for the 'critic' component, but its `uses` "
+                                             r"\(executor\) does not declare that slot.*Add 'critic' to"):
+        get("critic")
+    sand = regs["method"].get("sand")()
+    assert method_component(sand, lambda slot: slot)("critic") == "critic"
+
+
+def test_a_method_declaring_an_unknown_slot_in_uses_is_refused_at_registration():
+    from sand_framework.components import IterationData, Method
+    from sand_framework.errors import PluginLoadError
+    from sand_framework.registry import Registry
+
+    class Typo(Method):
+        name = "typo"
+        uses = ("critc",)
+
+        def build(self, trajectories, tools, seed):
+            return [{"stats": {}} for _ in trajectories]
+
+        def assemble(self, units, trajectories):
+            return IterationData(next_expert=trajectories, trajectories=trajectories)
+
+    with pytest.raises(PluginLoadError, match=r"plugin 'mine': .*Typo: `uses` names 'critc', not synthesis slot"):
+        Registry("method").add(Typo, "mine")
+    Typo.uses = "executor"
+    with pytest.raises(PluginLoadError, match="must be a tuple of slot names"):
+        Registry("method").add(Typo, "mine")
+
+
+def _recorded_source(path: Path, *overrides: str):
+    """A run whose first three stages are recorded done with their fingerprints, as `sand run` records them."""
+    from sand_framework.app.fingerprint import fingerprint
+    from sand_framework.app.runner import create
+
+    src, plugins, regs, rd = create("smoke", [*SMOKE, *overrides], run_dir=str(path))
+    for stage, folder in (("expert", "expert"), ("train/iter0", "weights/iter0/final"), ("synth/iter1", "iter1")):
+        (rd.path / folder).mkdir(parents=True, exist_ok=True)
+        (rd.path / folder / "marker.txt").write_text(stage)
+        rd.mark_done(stage, {"weights": str(rd.path / folder)} if stage.startswith("train") else {"trajectories": 2},
+                     fingerprint(src, rd, regs, plugins, stage))
+    return src, rd
+
+
+@pytest.mark.parametrize("method, reused", [("eto", True), ("sand", False)])
+def test_an_arm_with_another_critic_reuses_an_eto_synthesis_but_not_a_sand_one(tmp_path, method, reused):
+    from sand_framework.app.reuse import reuse_stages
+    from sand_framework.app.runner import create
+
+    source_recipe, source = _recorded_source(tmp_path / "source", f"method={method}")
+    arm, _, _, rd = create("smoke", [*SMOKE, f"method={method}", "critic.max_new_tokens=7"],
+                           run_dir=str(tmp_path / "arm"))
+    stages = ["expert", "train/iter0", "synth/iter1"]
+    if reused:
+        assert reuse_stages(rd, arm, source.path, source_recipe, stages) == stages
+        assert (rd.path / "iter1" / "marker.txt").read_text() == "synth/iter1"
+    else:
+        with pytest.raises(RunDirError, match=r"cannot reuse 'synth/iter1'.*critic\.max_new_tokens: 24 there, 7 here"):
+            reuse_stages(rd, arm, source.path, source_recipe, stages)
+        assert rd.finished_stages() == stages[:2]

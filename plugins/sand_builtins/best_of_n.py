@@ -33,6 +33,7 @@ from annotated_types import Ge, Interval
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Policy, TaskResult
 from sand_framework.components.environment import MAX_EPISODE_STEPS
+from sand_framework.config.paramdoc import SCHEDULING
 from sand_framework.metrics import aggregate_results
 from sand_framework.types import SamplingParams, Trajectory
 
@@ -117,10 +118,10 @@ class BestOfNEvaluator(GreedyEvaluator):
         """Token budget of each judge reply (a score, or the picked sample's number)."""
         max_observation_chars: Annotated[int, Interval(ge=20, le=100_000)] = 300
         """Each observation the judge reads is cut to this many characters."""
-        rollout_mode: Literal["lockstep", "async"] = "lockstep"
+        rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"
         """How each task's N episodes advance: ``lockstep`` or ``async`` (as the greedy evaluator's); same
         samples for the same seed."""
-        max_concurrency: Annotated[int, Ge(1)] = 32
+        max_concurrency: Annotated[int, Ge(1), SCHEDULING] = 32
         """``async`` only: episodes in flight at once."""
 
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:

@@ -10,6 +10,7 @@ from annotated_types import Ge, Interval
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
 from sand_framework.components.environment import MAX_EPISODE_STEPS
+from sand_framework.config.paramdoc import SCHEDULING
 from sand_framework.deliberation import is_deliberation
 from sand_framework.metrics import aggregate_results
 from sand_framework.rollout import EnvPool, Episode, derive_seed, run_episodes
@@ -34,11 +35,11 @@ class GreedyEvaluator(Evaluator["GreedyEvaluator.Params"]):
         action)."""
         max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] | None = None
         """Override the environment's per-task step cap, at most 1000 (null: the benchmark's)."""
-        rollout_mode: Literal["lockstep", "async"] = "lockstep"
+        rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"
         """``lockstep``: per step one batched model call for all live episodes; ``async``: each episode submits
         its next turn as soon as its environment answers. Same results (docs/scaling.md, "Asynchronous
         rollouts")."""
-        max_concurrency: Annotated[int, Ge(1)] = 32
+        max_concurrency: Annotated[int, Ge(1), SCHEDULING] = 32
         """``async`` only: episodes in flight at once."""
 
     def __init__(self, params=None):

@@ -4,7 +4,10 @@ A stage's output depends on three things, and its fingerprint records each when 
 
 ``recipe``
     the resolved recipe sections it reads (:func:`stage_inputs`, the one definition that stage reuse
-    between runs uses too);
+    between runs uses too): of the synthesis slots only ``environment``, ``policy`` and the ones the method
+    declares in ``Method.uses``, and never a setting marked speed only
+    (:class:`~sand_framework.config.paramdoc.SpeedOnly`: thread counts, logging, checkpoint cadence,
+    time-outs, worker counts), so editing one neither blocks a resume nor stops a reuse;
 ``inputs``
     digests of the files it reads: the expert data file named by ``data.path``, a local base-model folder, and
     the outputs of the stages before it that it consumes (``expert/expert.sharegpt.json``, the iteration's
@@ -17,7 +20,9 @@ A stage's output depends on three things, and its fingerprint records each when 
 compute now and refuses, naming the stage and the difference, when they differ: an edited ``recipe.yaml``, an
 edited data file or an upgraded plugin would otherwise mix two experiments in one run.
 ``--redo-from STAGE`` discards that stage and the ones after it. A stage recorded by an older SAND has no
-fingerprint: it is "unknown", said once, and recorded from then on.
+fingerprint: it is "unknown", said once, and recorded from then on. A fingerprint SAND 0.2.0 recorded (format
+``"v": 1``, which held every setting) is compared on what the current format records (:func:`comparable`),
+said once, and rewritten in the current format.
 
 Weights folders are digested cheaply and stably: every file's relative path and size, and the SHA-256 of its
 content (of its first and last 4 MiB for files over 64 MiB), so a resume does not re-read a 16 GB model.
@@ -34,15 +39,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sand_framework.components.declared import SYNTHESIS_SLOTS
+from sand_framework.components.declared import SYNTHESIS_SLOTS, method_slots
 from sand_framework.config import Recipe
+from sand_framework.config.paramdoc import result_settings
 from sand_framework.errors import InputsChanged, RunDirError
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir, RunLayout as L
 
-VERSION = 1
-"""Version of the fingerprint record (``"v"``)."""
+VERSION = 2
+"""Version of the fingerprint record (``"v"``). 1 (SAND 0.2.0) recorded every setting of every section and slot a
+stage reads; 2 leaves out the settings marked speed-only and the synthesis slots the method does not use. A
+version-1 record is read through :func:`comparable` (the settings 2 no longer records are set aside)."""
 
 MISSING = "missing"
 """The digest of a file or folder that does not exist."""
@@ -97,29 +105,41 @@ def stage_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
     """The resolved recipe settings a stage's output depends on.
 
     A stage depends on everything before it: iteration K's synthesis samples from iteration K-1's weights,
-    so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots.
+    so reusing it requires the same SFT start, the same earlier iterations and the same synthesis slots:
+    ``environment``, ``policy`` and the ones the recipe's method declares in ``Method.uses``
+    (:func:`~sand_framework.components.declared.method_slots`; all of them for a method that declares none).
     ``run.train_from`` first matters for iteration 1's training: an arm that retrains from the base model
     can still adopt iteration 1's synthesis. ``eval`` (never reused, but fingerprinted for ``--resume``) depends
-    on the last training stage's settings, the ``eval`` section and the evaluator."""
+    on the last training stage's settings, the ``eval`` section and the evaluator. Settings marked
+    :class:`~sand_framework.config.paramdoc.SpeedOnly` (thread counts, logging, checkpoint cadence, time-outs,
+    worker counts ...) are left out: they cannot change what a stage computes."""
+    return _stage_inputs(recipe, stage, VERSION)
+
+
+def _stage_inputs(recipe: Recipe, stage: str, version: int) -> dict[str, Any]:
+    """:func:`stage_inputs` as fingerprint format ``version`` defined it: 1 took every field of every section
+    and slot and every synthesis slot; 2 leaves out the :class:`SpeedOnly` settings and the synthesis slots the
+    method does not use (used only to read a version-1 record, :func:`comparable`)."""
+    settings = result_settings if version >= 2 else dataclasses.asdict
     if stage == L.EVAL:
-        last = stage_inputs(recipe, L.train_stage(recipe.run.iterations))
+        last = _stage_inputs(recipe, L.train_stage(recipe.run.iterations), version)
         name, params = recipe.slots["evaluator"]
-        return {**last, "eval": dataclasses.asdict(recipe.eval), "evaluator": {"name": name,
-                                                                               **dataclasses.asdict(params)}}
+        return {**last, "eval": settings(recipe.eval), "evaluator": {"name": name, **settings(params)}}
     parsed = L.parse_stage(stage)
     if parsed is None:
         raise ValueError(f"not a stage name: {stage!r}")
     kind, k = parsed
-    slot = lambda name: {"name": recipe.slots[name][0], **dataclasses.asdict(recipe.slots[name][1])}  # noqa: E731
-    inputs: dict[str, Any] = {"environment": slot("environment"), "data": dataclasses.asdict(recipe.data)}
+    slot = lambda name: {"name": recipe.slots[name][0], **settings(recipe.slots[name][1])}  # noqa: E731
+    inputs: dict[str, Any] = {"environment": slot("environment"), "data": settings(recipe.data)}
     if kind == "expert":
         return inputs
     run = recipe.run
     trained = k + 1 if kind == "train" else k  # training stages 0..trained-1 came before this stage's output
-    inputs.update(model=dataclasses.asdict(recipe.model), trainer=slot("trainer"), seed=run.seed,
+    inputs.update(model=settings(recipe.model), trainer=slot("trainer"), seed=run.seed,
                   epochs=[run.epochs[min(i, len(run.epochs) - 1)] for i in range(trained)])
     if kind == "synth" or k >= 1:
-        inputs.update({s: slot(s) for s in SYNTHESIS_SLOTS}, run={"synthesis_batch": run.synthesis_batch})
+        used = method_slots(recipe.classes.get("method")) if version >= 2 else SYNTHESIS_SLOTS
+        inputs.update({s: slot(s) for s in used}, run={"synthesis_batch": run.synthesis_batch})
         inputs["method"] = slot("method")
         if kind == "train":  # a preference method's iterations train with this slot
             inputs["preference_trainer"] = slot("preference_trainer")
@@ -225,6 +245,42 @@ def fingerprint(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Plu
 # -- comparing ---------------------------------------------------------------------------------------------------
 
 
+def _removed(full: Any, kept: Any, where: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The key paths of mapping ``full`` that mapping ``kept`` lacks (where both hold a mapping, looked into)."""
+    if not (isinstance(full, dict) and isinstance(kept, dict)):
+        return []
+    return [p for k in full for p in ([(*where, k)] if k not in kept else _removed(full[k], kept[k], (*where, k)))]
+
+
+def _without(mapping: dict[str, Any], paths: list[tuple[str, ...]]) -> dict[str, Any]:
+    """A copy of ``mapping`` without the values at ``paths`` (paths it does not hold are ignored)."""
+    out = json.loads(json.dumps(mapping))
+    for path in paths:
+        node = out
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return out
+
+
+def comparable(then: dict[str, Any], recipe: Recipe, stage: str, now: dict[str, Any]) -> dict[str, Any] | None:
+    """A recorded fingerprint ``then`` as the current format records it, to compare with ``now`` (the stage's
+    fingerprint for ``recipe`` now): as recorded when it is of version :data:`VERSION`; a version-1 record
+    without what version 2 no longer records (the speed-only settings and the synthesis slots the method does
+    not use, worked out from ``recipe`` as version 1 would have recorded it) and with only the plugins ``now``
+    names; None for a format this SAND cannot read."""
+    version = then.get("v")
+    if version == VERSION:
+        return then
+    if version != 1 or not isinstance(then.get("recipe"), dict):
+        return None
+    dropped = _removed(_plain(_stage_inputs(recipe, stage, 1)), now.get("recipe", {}))
+    plugins = {p: v for p, v in (then.get("plugins") or {}).items() if p in now.get("plugins", {})}
+    return {**then, "v": VERSION, "recipe": _without(then["recipe"], dropped), "plugins": plugins}
+
+
+
 def differences(now: Any, then: Any, where: str = "", labels: tuple[str, str] = ("then", "now")) -> list[str]:
     """``key: THEN_VALUE then, NOW_VALUE now`` for every leaf where two nested mappings differ."""
     if isinstance(now, dict) and isinstance(then, dict):
@@ -288,13 +344,19 @@ class ResumeCheck:
     """Stages an older SAND finished without a fingerprint (recorded now)."""
     new_versions: list[str] = field(default_factory=list)
     """``STAGE: plugin P: version A then, B now`` for plugins upgraded since a stage was computed."""
+    older_format: list[str] = field(default_factory=list)
+    """Stages whose fingerprint an older SAND recorded in format 1: checked on what the current format records,
+    then recorded in the current format."""
+    unreadable: list[str] = field(default_factory=list)
+    """Stages whose fingerprint is in a format this SAND cannot read (a newer SAND's): unchecked, recorded now."""
 
 
 def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet) -> ResumeCheck:
     """Refuse (:class:`InputsChanged`, exit 3) a run whose recipe or data changed under a stage it holds,
     naming the first such stage, what differs and the ``--redo-from`` command; otherwise record the
-    fingerprints missing from stages an older SAND finished, and report both those stages and the plugins
-    whose version changed since a stage was computed.
+    fingerprints missing from stages an older SAND finished (and rewrite the ones an older SAND recorded in an
+    older format, once checked: :func:`comparable`), and report those stages and the plugins whose version
+    changed since a stage was computed.
 
     A new plugin version is said, not refused: every upgrade (SAND's own built-ins included) would otherwise
     strand every finished run, while most releases do not change what a stage computed. The message names
@@ -302,21 +364,29 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
     memo: dict[str, str] = {}
     recorded = rd.fingerprints()
     found = ResumeCheck()
-    unknown: dict[str, dict[str, Any]] = {}
+    record: dict[str, dict[str, Any]] = {}
     for stage in recorded_stages(rd):
         now = fingerprint(recipe, rd, registries, plugins, stage, memo)
         then = recorded.get(stage)
         if then is None:
-            unknown[stage] = now
+            found.unknown.append(stage)
+            record[stage] = now
+            continue
+        then = comparable(then, recipe, stage, now) if isinstance(then, dict) else None
+        if then is None:
+            found.unreadable.append(stage)
+            record[stage] = now
             continue
         versions = version_changes(then, now)
         diffs = [d for d in changes(then, now) if d not in versions]
         if diffs:
             raise InputsChanged(stale_message(recipe, rd, stage, diffs))
         found.new_versions += [f"{stage}: {v}" for v in versions]
-    for stage, now in unknown.items():
+        if then is not recorded[stage]:  # an older format, checked: the current one, keeping the versions it saw
+            found.older_format.append(stage)
+            record[stage] = {**now, "plugins": then["plugins"]}
+    for stage, now in record.items():
         rd.record_fingerprint(stage, now)
-    found.unknown = list(unknown)
     return found
 
 
@@ -340,6 +410,19 @@ def unknown_note(stages: list[str]) -> str:
     return (f"{len(stages)} stage(s) of this run ({', '.join(stages)}) were finished by an older SAND that recorded "
             "no fingerprint, so whether the recipe or inputs changed under them cannot be checked; their "
             "fingerprints are recorded now, and later changes will be refused")
+
+
+def older_format_note(stages: list[str]) -> str:
+    return (f"{len(stages)} stage(s) of this run ({', '.join(stages)}) were fingerprinted by an older SAND in format "
+            f"v1, which also recorded settings that cannot change results (the ones marked speed only in `sand "
+            f"components`) and synthesis slots the method never calls; they were checked on the rest and are "
+            f"recorded in format v{VERSION} now")
+
+
+def unreadable_note(stages: list[str]) -> str:
+    return (f"{len(stages)} stage(s) of this run ({', '.join(stages)}) have a fingerprint in a format this SAND "
+            f"cannot read (a newer SAND's?), so whether the recipe or inputs changed under them cannot be checked; "
+            f"their fingerprints are recorded now in format v{VERSION}, and later changes will be refused")
 
 
 def redo_from(recipe: Recipe, rd: RunDir, stage: str) -> tuple[list[str], list[str]]:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.config import Recipe
-from sand_framework.app.fingerprint import changes, differences, fingerprint, stage_inputs, version_changes
+from sand_framework.app.fingerprint import (changes, comparable, differences, fingerprint, stage_inputs,
+                                            version_changes)
 from sand_framework.errors import RunDirError
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
@@ -50,7 +51,9 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
     versions; :mod:`~sand_framework.app.fingerprint`) must equal the one the stage would have in ``target``
     now: a stage is never adopted from a run whose data file or plugins differed, nor before the stages it
     was computed from (list those first). A source run made before fingerprints is compared on the recipe
-    settings only. ``plugins``/``registries``: the target's (default: the installed plugins).
+    settings only; a fingerprint an older SAND recorded in format 1 is compared on what the current format
+    records (:func:`~sand_framework.app.fingerprint.comparable`) and adopted rewritten in it.
+    ``plugins``/``registries``: the target's (default: the installed plugins).
     Returns the stages adopted (ones already done in ``target`` are left alone).
     """
     if plugins is None or registries is None:
@@ -63,12 +66,13 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
             continue
         _parse(stage)
         recorded = source.fingerprint(stage)
-        if recorded is None:
+        now = fingerprint(recipe, target, registries, plugins, stage)
+        then = comparable(recorded, recipe, stage, now) if isinstance(recorded, dict) else None
+        if then is None:  # no fingerprint (or one this SAND cannot read): the recipe settings only
             diffs = _differences(stage_inputs(recipe, stage), stage_inputs(source_recipe, stage))
         else:
-            now = fingerprint(recipe, target, registries, plugins, stage)
-            versions = version_changes(recorded, now, labels=("there", "here"))
-            diffs = [d for d in changes(recorded, now, labels=("there", "here")) if d not in versions]
+            versions = version_changes(then, now, labels=("there", "here"))
+            diffs = [d for d in changes(then, now, labels=("there", "here")) if d not in versions]
             if versions and not diffs:  # as on resume: said, not refused (see fingerprint.check_resume)
                 log.warning("reusing %r from %s, computed with other plugin versions: %s", stage, source.path,
                             "; ".join(versions))
@@ -78,8 +82,9 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
                     if missing else " Make the recipes agree on these settings, or drop the reuse.")
             raise RunDirError(f"cannot reuse {stage!r} from {source.path}: its inputs differ ("
                               + "; ".join(diffs) + ")." + hint)
-        target.adopt(source, stage, RunLayout.stage_folders(stage))
-        if recorded is None:
-            target.record_fingerprint(stage, fingerprint(recipe, target, registries, plugins, stage))
+        # The source's record in the current format (a version-1 one rewritten, keeping the plugin versions it
+        # saw), or, without one, what the stage reads here (its inputs are earlier stages', already here).
+        record = now if then is None else then if then is recorded else {**now, "plugins": then["plugins"]}
+        target.adopt(source, stage, RunLayout.stage_folders(stage), record)
         adopted.append(stage)
     return adopted

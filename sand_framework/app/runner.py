@@ -19,8 +19,10 @@ import yaml
 from sand_framework.app.fingerprint import (
     check_resume,
     fingerprint,
+    older_format_note,
     redo_from as redo_stages,
     unknown_note,
+    unreadable_note,
     versions_note,
 )
 from sand_framework.config import Recipe, load_recipe, validate
@@ -243,9 +245,11 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             log.info(said)
                             ctx.console.print(said, markup=False, highlight=False)
                         found = check_resume(recipe, rd, registries, plugins)
-                        if found.unknown:
-                            log.info(unknown_note(found.unknown))
-                            ctx.console.print(f"note: {unknown_note(found.unknown)}", markup=False, highlight=False)
+                        for stages, note in ((found.unknown, unknown_note), (found.older_format, older_format_note),
+                                             (found.unreadable, unreadable_note)):
+                            if stages:
+                                log.info(note(stages))
+                                ctx.console.print(f"note: {note(stages)}", markup=False, highlight=False)
                         if found.new_versions:
                             log.warning(versions_note(rd, found.new_versions))
                             ctx.console.print(f"[yellow]warning[/]: {versions_note(rd, found.new_versions)}",

@@ -31,15 +31,17 @@ def kind_of(word: str) -> str:
 
 
 def params_doc(cls: type) -> list[dict[str, Any]]:
-    """Each field of a Params dataclass: name, type, default and, where declared, range, choices and help
-    (:func:`sand_framework.config.paramdoc.describe`)."""
+    """Each field of a Params dataclass: name, type, default and, where declared, range, choices, help and
+    speed_only (:func:`sand_framework.config.paramdoc.describe`)."""
     from sand_framework.config.paramdoc import describe
 
     return describe(cls)
 
 
 def param_line(p: dict[str, Any]) -> str:
-    """``name=default  (range)  one of: a, b  help``: one parameter of the listing."""
+    """``name=default  (range)  one of: a, b  help  [speed only: why]``: one parameter of the listing (the last
+    part for a setting marked :class:`~sand_framework.config.paramdoc.SpeedOnly`, which stage fingerprints leave
+    out)."""
     parts = [f"{p['name']}={p['default']!r}"]
     if "range" in p:
         parts.append(f"({p['range']})")
@@ -47,7 +49,14 @@ def param_line(p: dict[str, Any]) -> str:
         parts.append("one of: " + ", ".join(repr(c) for c in p["choices"]))
     if "help" in p:
         parts.append(p["help"])
+    if "speed_only" in p:
+        parts.append(f"[{speed_only_text(p['speed_only'])}]")
     return "  ".join(parts)
+
+
+def speed_only_text(why: str) -> str:
+    """How ``sand components`` and docs/components.md mark a speed-only setting."""
+    return f"speed only, not fingerprinted: {why}"
 
 
 def as_text(kinds: list[str], rows: list[dict[str, Any]]) -> str:

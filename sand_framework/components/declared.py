@@ -8,7 +8,9 @@ the base class's own ``kind``, not a second spelling of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sand_framework.components.base import Component
 from sand_framework.components.kinds import (
@@ -80,3 +82,53 @@ SYNTHESIS_SLOTS: tuple[str, ...] = tuple(k.name for k in KINDS if k.synthesis)
 def kind_named(word: str) -> Kind | None:
     """The kind a user typed, singular or plural (``detector``, ``detectors``); None if neither."""
     return BY_NAME.get(word) or next((k for k in KINDS if k.plural == word), None)
+
+
+ALWAYS_GIVEN: tuple[str, ...] = ("environment", "policy")
+"""The synthesis slots every method is given (``MethodTools.env`` and ``policy``), whatever its ``uses``."""
+
+
+def method_slots(method: type[Method] | None) -> tuple[str, ...]:
+    """The synthesis slots a method's stages depend on, in recipe order: :data:`ALWAYS_GIVEN` and its declared
+    :attr:`Method.uses`; every synthesis slot for a method that declares none (``uses = None``) or for an
+    unknown one (``None``). The one reading of ``uses``: stage fingerprints and ``MethodTools.component``
+    both go through it."""
+    uses = getattr(method, "uses", None)
+    if uses is None:
+        return SYNTHESIS_SLOTS
+    wanted = set(ALWAYS_GIVEN) | set(uses)
+    return tuple(s for s in SYNTHESIS_SLOTS if s in wanted)
+
+
+def uses_problems(method: type[Method]) -> list[str]:
+    """What is wrong with a method's declared ``uses`` (not a tuple of synthesis slot names); empty = fine."""
+    uses = getattr(method, "uses", None)
+    if uses is None:
+        return []
+    if isinstance(uses, str) or not isinstance(uses, (tuple, list, frozenset, set)):
+        return [f"`uses` must be a tuple of slot names (e.g. ('executor',)) or None, got {uses!r}"]
+    bad = [u for u in uses if u not in SYNTHESIS_SLOTS]
+    if bad:
+        return [f"`uses` names {', '.join(map(repr, bad))}, not synthesis slot(s); they are "
+                f"{', '.join(SYNTHESIS_SLOTS)}"]
+    return []
+
+
+def method_component(method: Method, component: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``component`` (slot -> the run's component) as ``MethodTools.component`` gives it to ``method``: a
+    synthesis slot outside :func:`method_slots` is refused (``ComponentError``), since the stage's
+    fingerprint does not cover it and a resume or reuse could not see it change."""
+    from sand_framework.errors import ComponentError
+
+    allowed = method_slots(type(method))
+
+    def get(slot: str) -> Any:
+        if slot in SYNTHESIS_SLOTS and slot not in allowed:
+            raise ComponentError(
+                f"method {method.name!r} asked for the {slot!r} component, but its `uses` "
+                f"({', '.join(type(method).uses or ()) or 'none'}) does not declare that slot: a stage's fingerprint "
+                f"covers only the declared slots, so a change to {slot!r} would go unseen by --resume and sweep "
+                f"reuse. Add {slot!r} to {type(method).__qualname__}.uses")
+        return component(slot)
+
+    return get

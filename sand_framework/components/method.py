@@ -96,9 +96,15 @@ class Method(Component[P], abc.ABC):
     kind: ClassVar[str] = "method"
     produces: ClassVar[DataKind] = "sft"
     """The data its iterations train on: picks the trainer slot (:data:`TRAINER_SLOT`)."""
-    uses: ClassVar[tuple[str, ...]] = ()
-    """Other slots whose settings shape its units (SAND: sampler, detector, executor, critic, synthesizer):
-    a finished stage is reused by another run only when these slots are equal there."""
+    uses: ClassVar[tuple[str, ...] | None] = None
+    """The synthesis slots, besides ``environment`` and ``policy`` (every method is given both), whose
+    components it calls through ``tools.component`` (SAND: detector, sampler, executor, critic, synthesizer;
+    RFT/ETO/IPR: executor; a method that calls none: ``()``). Its stages' fingerprints (what ``sand run
+    --resume`` checks and ``sand sweep`` reuse compares) cover these slots and no other synthesis slot, so a
+    change to a slot the method never calls (the critic, for ETO) neither blocks a resume nor stops a reuse;
+    in return ``tools.component`` refuses an undeclared synthesis slot (``ComponentError``). ``None`` (not
+    declared): every synthesis slot is fingerprinted and may be called
+    (:func:`~sand_framework.components.declared.method_slots`)."""
 
     @abc.abstractmethod
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:

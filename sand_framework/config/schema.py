@@ -3,6 +3,10 @@
 A slot is ``<kind>: {name: <component>, <param>: <value>, ...}``; its params are
 checked against that component's own ``Params`` dataclass.
 
+A setting that cannot change what a stage computes carries a
+:class:`~sand_framework.config.paramdoc.SpeedOnly` marker, as a component's
+``Params`` field does: stage fingerprints leave it out.
+
 Every range below exists because a value outside it validated before and then
 failed mid-run, ran forever, or "succeeded" having done nothing (see
 docs/bad-inputs.md).
@@ -17,6 +21,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Interval, MinLen
 
 from sand_framework.components.declared import SLOTS  # noqa: F401 - the slots are the declared kinds
+from sand_framework.config.paramdoc import SpeedOnly
 
 RUN_NAME = re.compile(r"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{0,99}")
 """A run name becomes a folder name under ``run.output_dir``: no path separators, no control characters,
@@ -98,7 +103,9 @@ class EvalSection:
     """Tasks per split (null = the whole split)."""
     models: Annotated[list[str], MinLen(1)] = field(default_factory=lambda: ["sft", "final"])
     """Which weights to evaluate: base, sft (behavior init), iterN, final."""
-    batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 8
+    batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH), SpeedOnly(
+        "an evaluator's results may not depend on which tasks share a batch (Evaluator.evaluate: a resume "
+        "evaluates the remaining tasks in other batches); only a batched forward's float rounding can differ")] = 8
     """Episodes advanced together in lock-step (one batched model call per step); at most 4096."""
 
     def validate(self) -> list[str]:
@@ -143,6 +150,9 @@ class Recipe:
     slots: dict[str, tuple[str, Any]]
     raw: dict[str, Any]
     """The resolved plain mapping (what ``sand config`` prints and the run dir stores)."""
+    classes: dict[str, type] = field(default_factory=dict)
+    """Slot -> the registered component class that fills it (stage fingerprints read a method's
+    :attr:`~sand_framework.components.Method.uses` from it); empty for a Recipe not made by ``validate``."""
     notes: list[str] = field(default_factory=list)
     """What loading decided that the recipe does not say in so many words: the settings a swapped component
     kept from the slot and the ones it dropped (shown by ``sand validate``, ``sand config`` and ``sand run``)."""

@@ -113,7 +113,8 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         problems += check_context(slots, registries)
     if problems:
         raise RecipeError(problems, source)
-    return Recipe(slots=slots, raw=data, **sections)
+    classes = {kind: registries[kind].get(name) for kind, (name, _) in slots.items()}
+    return Recipe(slots=slots, raw=data, classes=classes, **sections)
 
 
 def _check_environment(registries: Registries, name: str, params: Any, data: Any, evals: Any,

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sand_framework.components import TRAINER_SLOT, IterationData, Method, MethodTools, TrainRequest
+from sand_framework.components.declared import method_component
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
@@ -211,8 +212,8 @@ class Pipeline:
         if missing:
             policy = self.ctx.policy()
             policy.set_agent_weights(weights["agent"])
-            tools = MethodTools(env=self.env, policy=policy, component=self.ctx.component, iteration=iteration,
-                                weights=dict(weights))
+            tools = MethodTools(env=self.env, policy=policy, component=method_component(method, self.ctx.component),
+                                iteration=iteration, weights=dict(weights))
             executor = self.ctx.component("executor")
             with self.progress() as prog:
                 bar = prog.add_task(f"{method.name} iter {iteration}", total=len(trajs),

@@ -45,6 +45,8 @@ class PairsFileMethod(Method["PairsFileMethod.Params"]):
     name = "pairs_file"
     description = "train on preference pairs read from a file (TRL JSONL or ETO's construct_preference.py output)"
     produces = "preference"
+    uses = ()
+    """No other slot: the pairs come from the file (its content is in every unit, ``file_sha256``)."""
 
     @dataclass
     class Params:

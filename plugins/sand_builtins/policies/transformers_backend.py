@@ -30,6 +30,7 @@ from annotated_types import Ge, Interval
 from sand_builtins.policies.local import LocalPolicy
 from sand_framework import hookimpl
 from sand_framework.cpu_threads import cpu_threads
+from sand_framework.config.paramdoc import THREADS
 from sand_framework.errors import ModelUnavailable
 from sand_framework.rollout import derive_seed
 from sand_framework.types import Chat, Completion, Role, SamplingParams
@@ -49,7 +50,7 @@ class TransformersPolicy(LocalPolicy["TransformersPolicy.Params"]):
         """``auto`` (cuda when available, else cpu), ``cpu``, ``cuda``, ``cuda:1``..."""
         batch_size: Annotated[int, Interval(ge=1, le=4096)] = 16
         """Maximum sequences (prompts x samples) in one ``generate`` forward; at most 4096."""
-        threads: Annotated[int, Ge(0)] = 0
+        threads: Annotated[int, Ge(0), THREADS] = 0
         """``torch.set_num_threads`` at set-up (process-wide); 0 = one per core free at set-up
         (:func:`sand_framework.cpu_threads.cpu_threads`)."""
         max_prompt_tokens: Annotated[int, Ge(0)] = 2048

@@ -25,6 +25,7 @@ class SuccessfulReplayMethod(Method):
     name = "successful_replay"
     description = "replay each expert trajectory; SFT on those that still reach min_reward (no model calls)"
     produces = "sft"
+    uses = ()  # no slot besides the environment and policy every method gets: a critic change keeps its stages
 
     @dataclass
     class Params:

@@ -14,6 +14,7 @@ from sand_builtins.environments.alfworld import games, text
 from sand_builtins.environments.alfworld.engine import import_engine, translations_cached
 from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
+from sand_framework.config.paramdoc import SpeedOnly
 from sand_framework.types import Trajectory
 
 
@@ -34,7 +35,9 @@ class AlfworldEnv(TextEnvironment["AlfworldEnv.Params"]):
         """Use only the first max_train train games in sorted id order (0 = all)."""
         keep_initial_look: bool = False
         """Keep the handcoded expert's opening `look` (it repeats the first observation)."""
-        cache_games: Annotated[int, Ge(0)] = 256
+        cache_games: Annotated[int, Ge(0), SpeedOnly(
+            "a memo of TextWorld's PDDL translation, a pure function (engine.TranslationCache): only how long a "
+            "reset takes")] = 256
         """Games whose PDDL->SAS translation stays cached in this process (0 = no cache)."""
 
     def __init__(self, params: Any = None):

@@ -16,6 +16,7 @@ from sand_builtins.environments.scienceworld.server import JvmServer
 from sand_builtins.environments.scienceworld.tasks import eto_max_steps, make_task_id, parse_task_id, split_pairs
 from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
+from sand_framework.config.paramdoc import FAULTS, SpeedOnly
 from sand_framework.errors import ReplayMismatch
 from sand_framework.types import Step
 
@@ -46,9 +47,11 @@ class ScienceWorldEnv(TextEnvironment["ScienceWorldEnv.Params"]):
         """End the episode after this many unparsable actions in a row (e.g. 10); 0 = never."""
         keep_max_on_failure: bool = False
         """On a failed task (score < 0) keep the best score as reward (ETO's eval loop) instead of 0."""
-        java_heap: str = "768m"
+        java_heap: Annotated[str, SpeedOnly(
+            "only the JVM's memory cap: the simulation is the same, and a JVM that runs out is restarted and its "
+            "episode replayed (max_restarts), or the run stops")] = "768m"
         """JVM heap cap (-Xmx) for each instance's JVM, unless JAVA_TOOL_OPTIONS already sets one; '' = none."""
-        max_restarts: Annotated[int, Ge(0)] = 3
+        max_restarts: Annotated[int, Ge(0), FAULTS] = 3
         """Restarts of a dead JVM tried per call before giving up."""
         shorten_expert: bool = True
         """Replace the gold path's walks (``open door to X``, ``go to X``, ...) by ``teleport to X`` where the
