@@ -32,8 +32,11 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+from annotated_types import Ge
 
 from sand_framework.accelerator import hand_back
 from sand_framework.chat_format import ChatFormat, has_tokenizer
@@ -49,6 +52,25 @@ MAX_BATCH = 65536
 """Largest effective batch (examples per optimizer step) a trainer accepts: more is a typo, not a setting."""
 MAX_DEVICE_BATCH = 4096
 """Largest per-device batch (sequences per forward pass) a trainer accepts."""
+
+
+@dataclass
+class StageParams:
+    """The parameters both trainers' ``Params`` extend: those declared the same way (type, default, range, help)
+    for ``trl_sft`` and ``trl_dpo``. They come first in ``sand components``; every other one, where the two
+    trainers' help or default differ, is declared in each trainer's own ``Params``."""
+
+    weight_decay: Annotated[float, Ge(0)] = 0.0
+    """AdamW weight decay."""
+    save_steps: Annotated[int, Ge(1)] = 50
+    """Write a resumable checkpoint every this many optimizer steps."""
+    save_total_limit: Annotated[int, Ge(1)] = 2
+    """Checkpoints kept in ``checkpoints/`` while training."""
+    keep_checkpoints: bool = False
+    """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
+    ``bfloat16``, ``float16``."""
 
 
 def release_memory() -> None:
@@ -73,7 +95,7 @@ def logged(trainer: Any, key: str) -> list[float]:
 class TrlStage:
     """The part of a TRL trainer component that does not depend on its objective (see the module docstring).
 
-    The subclass's ``Params`` has at least ``lora``, ``target_modules``,
+    The subclass's ``Params`` extends :class:`StageParams` and has at least ``lora``, ``target_modules``,
     ``lora_r``/``lora_alpha``/``lora_dropout``, ``dtype``, ``threads``,
     ``batch_size``, ``per_device_batch_size``, ``max_steps``, ``warmup_ratio``,
     ``lr_scheduler_type``, ``weight_decay``, ``save_steps``,

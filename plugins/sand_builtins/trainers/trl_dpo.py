@@ -63,7 +63,7 @@ from sand_builtins.models import is_adapter
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
 from sand_builtins.trainers.launch import LaunchParams
 from sand_builtins.trainers.loading import prepare_loading
-from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, TrlStage, logged
+from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, StageParams, TrlStage, logged
 from sand_builtins.trainers.trackers import tracker_problems
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
     summary_unit: ClassVar[str] = "pairs"
 
     @dataclass
-    class Params:
+    class Params(StageParams):
         lora: bool = True
         """Train a LoRA adapter (True) or fine-tune every weight (False). With LoRA the reference costs no second
         model copy (a frozen adapter or adapters disabled); a full fine-tune keeps a frozen reference model."""
@@ -150,8 +150,6 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         """Any ``transformers`` scheduler name (ETO: ``constant_with_warmup``; ``cosine``, ``linear`` ...)."""
         warmup_ratio: Annotated[float, Interval(ge=0, lt=1)] = 0.1
         """Fraction of the total steps spent warming the learning rate up, in [0, 1) (ETO, IPR: 0.1)."""
-        weight_decay: Annotated[float, Ge(0)] = 0.0
-        """AdamW weight decay."""
         batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 32
         """Effective batch size in pairs: ``per_device_batch_size`` x gradient accumulation x devices (ETO: 32,
         IPR: 48); at most 65536."""
@@ -166,12 +164,6 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         policy shortens a prompt that does not fit. 0 = no limit beyond ``max_length`` (ETO: 512)."""
         max_steps: Annotated[int, Ge(-1)] = -1
         """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``)."""
-        save_steps: Annotated[int, Ge(1)] = 50
-        """Write a resumable checkpoint every this many optimizer steps."""
-        save_total_limit: Annotated[int, Ge(1)] = 2
-        """Checkpoints kept in ``checkpoints/`` while training."""
-        keep_checkpoints: bool = False
-        """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
         logging_steps: Annotated[int, Ge(1)] = 5
         """Log loss, rewards and margins every this many optimizer steps."""
         report_to: str = "tensorboard"
@@ -181,9 +173,6 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         threads: Annotated[int, Ge(0)] = 0
         """torch CPU threads during training; 0 = one per core free when training starts (under ``launch``, shared
         among its processes)."""
-        dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-        """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
-        ``bfloat16``, ``float16``."""
         disable_dropout: bool = True
         """Turn dropout off in the policy and the reference (TRL's default: the log-ratios then compare like with
         like)."""

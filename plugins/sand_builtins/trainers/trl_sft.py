@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
 from annotated_types import Ge, Gt, Interval
 
@@ -41,7 +41,7 @@ from sand_builtins.models import is_adapter
 from sand_builtins.trainers.launch import LaunchParams
 from sand_builtins.trainers.loading import prepare_loading
 from sand_builtins.trainers.sft_data import build_dataset
-from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, TrlStage, release_memory
+from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, StageParams, TrlStage, release_memory
 from sand_builtins.trainers.trackers import TRACKERS, parse_trackers, tracker_problems
 
 __all__ = ["MAX_BATCH", "MAX_DEVICE_BATCH", "TRACKERS", "LaunchParams", "Params", "TrlSftTrainer", "parse_trackers",
@@ -58,7 +58,7 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
     description: ClassVar[str] = "TRL SFTTrainer on the agent's chats, loss on assistant turns only (LoRA or full)."
 
     @dataclass
-    class Params:
+    class Params(StageParams):
         lora: bool = True
         """Train a LoRA adapter (True) or fine-tune every weight (False)."""
         lora_r: Annotated[int, Ge(1)] = 16
@@ -75,8 +75,6 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
         """Any ``transformers`` scheduler name (``cosine``, ``linear``, ``constant``, ...)."""
         warmup_ratio: Annotated[float, Interval(ge=0, lt=1)] = 0.03
         """Fraction of the total steps spent warming the learning rate up, in [0, 1)."""
-        weight_decay: Annotated[float, Ge(0)] = 0.0
-        """AdamW weight decay."""
         batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 8
         """Effective batch size: ``per_device_batch_size`` × gradient accumulation × devices; at most 65536."""
         per_device_batch_size: Annotated[int, Interval(ge=1, le=MAX_DEVICE_BATCH)] = 1
@@ -85,12 +83,6 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
         """Tokens kept per trajectory (the start is kept); examples left without assistant tokens are dropped."""
         max_steps: Annotated[int, Ge(-1)] = -1
         """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (0 is refused)."""
-        save_steps: Annotated[int, Ge(1)] = 50
-        """Write a resumable checkpoint every this many optimizer steps."""
-        save_total_limit: Annotated[int, Ge(1)] = 2
-        """Checkpoints kept in ``checkpoints/`` while training."""
-        keep_checkpoints: bool = False
-        """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
         logging_steps: Annotated[int, Ge(1)] = 5
         """Log loss and learning rate every this many optimizer steps."""
         report_to: str = "tensorboard"
@@ -100,9 +92,6 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
         threads: Annotated[int, Ge(0)] = 0
         """torch CPU threads during training; 0 = one per core free when training starts
         (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
-        dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-        """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
-        ``bfloat16``, ``float16``."""
         launch: LaunchParams = field(default_factory=LaunchParams)
         """Multi-process training: ``{num_processes: 8, config: fsdp}``. The default trains in the run's process."""
         gradient_checkpointing: bool = False
