@@ -20,15 +20,12 @@ import sys
 import warnings
 
 import pytest
+from chat_families import END_OF_TURN, FAMILY_NAMES, trained_runs
 
 from sand_framework.chat_format import ChatFormat, ChatTemplateError, FORMAT_FILE
 from sand_framework.prompting import format_turn, trajectory_chat
 from sand_framework.testing.tiny_model import FAMILIES, build_tiny_model
 from sand_framework.types import Step, Trajectory
-
-FAMILY_NAMES = ["llama3", "qwen2.5", "mistral", "gemma", "smollm2"]
-END_OF_TURN = {"llama3": "<|eot_id|>", "qwen2.5": "<|im_end|>", "mistral": "</s>", "gemma": "<end_of_turn>",
-               "smollm2": "<|im_end|>", "sand_chatml": "<|im_end|>"}
 
 
 def _traj() -> Trajectory:
@@ -48,23 +45,12 @@ def family(request, tmp_path_factory):
     return request.param, path, ChatFormat.from_pretrained(path)
 
 
-def _runs(ids: list[int], mask: list[int]) -> list[list[int]]:
-    runs, cur = [], []
-    for tok, m in zip(ids, mask):
-        if m:
-            cur.append(tok)
-        elif cur:
-            runs.append(cur)
-            cur = []
-    return runs + ([cur] if cur else [])
-
-
 def test_mask_covers_exactly_the_replies_and_end_of_turn(family):
     name, _, fmt = family
     traj = _traj()
     ids, mask = fmt.training_example(trajectory_chat(traj))
     replies = [m["content"] for m in trajectory_chat(traj) if m["role"] == "assistant"]
-    trained = [fmt.tokenizer.decode(r) for r in _runs(ids, mask)]
+    trained = [fmt.tokenizer.decode(r) for r in trained_runs(ids, mask)]
     assert trained == [r + END_OF_TURN[name] for r in replies]
     untrained = fmt.tokenizer.decode([t for t, m in zip(ids, mask) if not m])
     assert traj.instruction in untrained and traj.task in untrained
@@ -106,7 +92,7 @@ def test_system_text_is_folded_where_the_template_rejects_it(family):
     if expected == "fold":
         assert "Be brief.\n\nYou are playing a text game." in text
     ids, mask = fmt.training_example(chat)
-    assert len(_runs(ids, mask)) == 4
+    assert len(trained_runs(ids, mask)) == 4
     with warnings.catch_warnings(record=True) as caught:  # the fold is said, so a user learns of it
         warnings.simplefilter("always")
         ChatFormat(fmt.tokenizer, source=name)

@@ -15,6 +15,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
+from chat_families import END_OF_TURN, FAMILY_NAMES, trained_runs  # noqa: E402
+
 from sand_framework.chat_format import ChatFormat  # noqa: E402
 from sand_framework.components import TrainRequest  # noqa: E402
 from sand_framework.pairs import pair_messages  # noqa: E402
@@ -24,10 +26,6 @@ from sand_builtins.trainers import trl_dpo  # noqa: E402
 from sand_builtins.trainers.checkpoints import latest_checkpoint  # noqa: E402
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_examples  # noqa: E402
 from sand_builtins.trainers.trl_dpo import DpoTrainer, LaunchParams, Params, per_iteration  # noqa: E402
-
-FAMILY_NAMES = ["llama3", "qwen2.5", "mistral", "gemma", "smollm2"]
-END_OF_TURN = {"llama3": "<|eot_id|>", "qwen2.5": "<|im_end|>", "mistral": "</s>", "gemma": "<end_of_turn>",
-               "smollm2": "<|im_end|>", "sand_chatml": "<|im_end|>"}
 
 
 def _pair(i: int = 0, prefix: int = 0) -> PreferencePair:
@@ -57,17 +55,6 @@ def _request(model: Path, out: Path, n: int = 4, init: str | None = None, refere
 
 def _summary(out: Path) -> dict:
     return json.loads((Path(out) / "training_summary.json").read_text())
-
-
-def _runs(ids: list[int], mask: list[int]) -> list[list[int]]:
-    runs, cur = [], []
-    for tok, m in zip(ids, mask):
-        if m:
-            cur.append(tok)
-        elif cur:
-            runs.append(cur)
-            cur = []
-    return runs + ([cur] if cur else [])
 
 
 @pytest.fixture(scope="session")
@@ -121,7 +108,7 @@ def test_masks_are_the_replies_and_the_prompt_is_a_prefix_on_every_family(name, 
     for side in ("chosen", "rejected"):
         ids, mask = row["prompt_ids"] + row[f"{side}_ids"], [0] * len(row["prompt_ids"]) + row[f"{side}_mask"]
         replies = [m["content"] for m in msgs[side] if m["role"] == "assistant"]
-        assert [fmt.tokenizer.decode(r) for r in _runs(ids, mask)] == [r + END_OF_TURN[name] for r in replies]
+        assert [fmt.tokenizer.decode(r) for r in trained_runs(ids, mask)] == [r + END_OF_TURN[name] for r in replies]
         untrained = fmt.tokenizer.decode([t for t, m in zip(ids, mask) if not m])
         steps = getattr(pair, side)
         assert steps[0].observation in untrained and pair.prompt.steps[0].action in untrained
