@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from scripted import ScriptedPolicy
-from test_synthesis import expert_trajs
+from twx_fixtures import expert_trajectories, twx_env
 
 from sand_framework.components import RolloutRequest
 from sand_framework.rollout import Episode, EnvPool, ExploreRequest, MicroBatcher, explore, run_async, run_lockstep
@@ -52,16 +52,8 @@ class AsyncScripted(ScriptedPolicy):
         return self.pool.submit(answer)
 
 
-@pytest.fixture(scope="module")
-def env(registries):
-    e = registries.build("environment", "textworld_express", TWX)
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="module")
-def trajs(env):
-    return expert_trajs(env, 4)
+env = twx_env(TWX)
+trajs = expert_trajectories(4)
 
 
 def rollout_requests(trajs):

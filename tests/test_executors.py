@@ -15,7 +15,7 @@ import time
 
 import pytest
 from scripted import ScriptedPolicy
-from test_synthesis import expert_trajs
+from twx_fixtures import expert_trajectories, twx_env
 
 from sand_framework.components import RolloutRequest
 from sand_framework.engine.synthesis import Components, RolloutCache, synthesize_batch
@@ -54,16 +54,8 @@ def records(outs):
     return [[r.to_dict() for r in o.records] for o in outs]
 
 
-@pytest.fixture(scope="module")
-def env(registries):
-    e = registries.build("environment", "textworld_express", TWX)
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="module")
-def trajs(env):
-    return expert_trajs(env, 1)
+env = twx_env(TWX)
+trajs = expert_trajectories(1)
 
 
 @pytest.fixture(scope="module")
