@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +114,66 @@ def test_second_sweep_skips_finished_runs(sweep):
     assert {k: v for k, v in after.items() if "sweep_wall_seconds" not in k} == \
         {k: v for k, v in before.items() if "sweep_wall_seconds" not in k}
     assert "results:" in proc.stdout
+
+
+def uncaught_tracebacks(err: str) -> int:
+    """Tracebacks on stderr besides those Python prints for an exception a finalizer raised while the run stopped
+    ("Exception ignored in": py4j's and TextWorld-Express's ``__del__``, which the run's stop may interrupt)."""
+    return err.count("Traceback") - err.count("Exception ignored in")
+
+
+def test_sigterm_stops_the_sweep_and_its_run_and_the_printed_command_resumes(tmp_path):
+    """SIGTERM to `sand sweep` (what kill, timeout and schedulers send) while its run trains: the run stops
+    cleanly (its own line), the sweep waits for it, records its wall seconds, starts no further run and exits 143
+    with one line naming the arm, the seed and the command that continues; no process is left behind. That
+    command, rerun (for seed 0 only, to keep the test short), finishes the stopped run."""
+    from test_graceful_stop import assert_no_orphans, started, state, stop_when
+
+    from sand_framework.sweep.runner import wall_seconds
+
+    path = write_sweep(tmp_path, [ARMS[0]])
+    out, run = tmp_path / "out", tmp_path / "out" / "sand" / "seed0"
+    rc, err, children = stop_when([*SAND, "sweep", str(path)], run, started("train/iter0"), tmp_path / "a.log")
+    assert rc == 143, err[-3000:]
+    assert "stopped by SIGTERM during train/iter0: every finished unit is kept" in err  # the run's clean stop
+    said = [line for line in err.splitlines() if line.startswith("sand sweep stopped by SIGTERM")]
+    assert len(said) == 1 and "during arm sand seed 0 (its run stopped cleanly" in said[0], err[-3000:]
+    assert said[0].endswith(f"continue with `sand sweep {path}`") and err.rstrip().endswith(said[0])
+    assert uncaught_tracebacks(err) == 0
+    assert children, "the sweep's run (and the processes it started) to check"
+    assert_no_orphans(children)
+    first = wall_seconds(run)
+    assert first and first > 0 and "train/iter0" not in state(run)["done"]
+    assert not (out / "sand" / "seed1").exists(), "no further run was started"
+    proc = sand(*said[0].rsplit("`sand ", 1)[1].rstrip("`").split(), "--seed", "0")
+    assert "results:" in proc.stdout
+    assert (run / "metrics.json").is_file() and set(state(run)["done"]) == set(state(run)["fingerprints"])
+    assert wall_seconds(run) > first and not (out / "sand" / "seed1").exists()
+
+
+def test_ctrl_c_reaches_the_sweeps_run_once(tmp_path):
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the run, in a group of its own,
+    gets it once (passed on by the sweep), so its stop is the clean one, and the sweep exits 130."""
+    from test_graceful_stop import assert_no_orphans, descendants, started
+
+    path = write_sweep(tmp_path, [ARMS[0]], seeds=(0,))
+    run = tmp_path / "out" / "sand" / "seed0"
+    with open(tmp_path / "b.log", "w+") as log:
+        proc = subprocess.Popen([*SAND, "sweep", str(path)], stdout=subprocess.DEVNULL, stderr=log, process_group=0)
+        deadline = time.time() + 300
+        while not started("expert")(run):
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / "b.log").read_text()[-3000:]
+            time.sleep(0.02)
+        children = descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does
+        rc = proc.wait(timeout=120)
+        log.seek(0)
+        err = log.read()
+    assert rc == 130, err[-3000:]
+    run_said = [line for line in err.splitlines() if line.startswith("stopped by SIGINT during ")]
+    assert len(run_said) == 1, err[-3000:]  # the run's line, once: one clean stop
+    assert "during arm sand seed 0 (its run stopped cleanly" in err and uncaught_tracebacks(err) == 0
+    assert_no_orphans(children)
 
 
 def test_reuse_refuses_a_recipe_whose_sft_inputs_differ(sweep, tmp_path):

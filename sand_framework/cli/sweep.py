@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -34,9 +35,11 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
     from the same seed's expert data and SFT weights of the arm they name. Ends by writing OUT/results.md
-    (with the paired tests of `comparisons:`) and OUT/success_by_arm.png.
+    (with the paired tests of `comparisons:`) and OUT/success_by_arm.png. SIGTERM or SIGINT stops the run in
+    progress cleanly, starts no other, and exits 143 / 130 with the command that continues.
     """
     from sand_framework.app.runner import resolve
+    from sand_framework.config.codegate import ALLOW_FLAG, recipe_plugins_allowed
     from sand_framework.config.preflight import Findings, check
     from sand_framework.errors import RecipeError
     from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
@@ -81,7 +84,11 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
         return
     failed = []
     if not table_only:
-        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds))
+        resume = shlex.join(["sand", "sweep", sweep_file, *(["-o", out_dir] if out_dir else []),
+                             *[w for a in arms for w in ("--arm", a)], *[w for s in seeds for w in ("--seed", str(s))],
+                             *[w for d in plugin_dirs for w in ("--plugins-dir", d)],
+                             *([ALLOW_FLAG] if recipe_plugins_allowed() else [])])
+        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds), resume=resume)
         failed = [o for o in outcomes if o.status in ("failed", "blocked")]
     path = write_results(spec, out)
     click.echo(path.read_text())

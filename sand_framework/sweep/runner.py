@@ -4,23 +4,32 @@ A subprocess per run keeps each run's memory (models, vLLM engines, JVMs) and
 thread settings to itself, and a run that crashes costs only that run: the
 sweep reports it, goes on with the runs that do not depend on it, and a later
 ``sand sweep`` of the same file resumes exactly where things stopped.
+
+A stop (SIGTERM from ``kill``, ``timeout`` or a scheduler; SIGINT from Ctrl-C) is passed on to the run in
+progress, which stops cleanly as ``sand run`` does; the sweep waits for it, starts no further run and exits
+128 + the signal (:class:`SweepStop`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from sand_framework.app.reuse import reuse_stages
-from sand_framework.app.runner import create, reopen
-from sand_framework.errors import SandError
+from sand_framework.app.runner import STOP_SIGNALS, create, reopen
+from sand_framework.errors import RunStopped, SandError
 from sand_framework.logs import console_level
 from sand_framework.store import RunLayout
 from sand_framework.store.files import atomic_write_json, read_json
@@ -61,13 +70,23 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
 
 
 def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_dirs: list[str] = (),
-              console: Console | None = None, seeds: list[int] | None = None) -> list[RunOutcome]:
+              console: Console | None = None, seeds: list[int] | None = None, resume: str | None = None
+              ) -> list[RunOutcome]:
     """Run (or resume) every selected (arm, seed); returns what happened to each.
 
     Selecting seeds lets several sweeps of one file run side by side (one per seed): they never touch the
-    same run directory."""
+    same run directory. A stop signal raises :class:`RunStopped` once the run in progress has stopped (see
+    :class:`SweepStop`); its message names that run and ``resume``, the command that continues the sweep
+    (default ``sand sweep SWEEP_FILE``)."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
+    with SweepStop.installed() as stop:
+        return _run_all(spec, out, arms, plugin_dirs, console, seeds, stop,
+                        resume or f"sand sweep {spec.path}")
+
+
+def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: list[str], console: Console,
+             seeds: list[int] | None, stop: SweepStop, resume: str) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
     failed: set[tuple[str, int]] = set()
     all_seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
@@ -83,19 +102,28 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
                 failed.add((arm.name, seed))
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "blocked", message=f"arm {arm.reuse} failed"))
                 continue
+            if stop.signum is not None:
+                raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
             console.rule(f"[bold]{spec.name}[/]: arm {arm.name}, seed {seed} -> {path}")
             t0 = time.time()
+            rc = None
             try:
                 prepare_run(spec, arm, seed, out, list(plugin_dirs))
+                if stop.signum is not None:  # came while the run directory was prepared: it is not started
+                    _record_wall_time(out, arm.name, seed, round(time.time() - t0, 1))
+                    raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
                 cmd = [sys.executable, "-m", "sand_framework.cli.main", "--log-level", console_level(), "run",
                        "--resume", str(path)]
                 for d in plugin_dirs:
                     cmd += ["--plugins-dir", d]
-                rc = subprocess.call(cmd, env=os.environ.copy())
+                rc = stop.run(cmd, env=os.environ.copy())
                 status, message = ("done", "") if rc == 0 else ("failed", f"`sand run` exited with {rc}")
             except SandError as exc:
                 status, message = "failed", str(exc)
             seconds = round(time.time() - t0, 1)
+            if stop.signum is not None and rc is not None:
+                _record_wall_time(out, arm.name, seed, seconds)
+                raise stop.stopped(f"during arm {arm.name} seed {seed} ({stop.how(rc)}, in {path})", resume)
             if status == "failed":
                 failed.add((arm.name, seed))
                 console.print(f"[red]arm {arm.name} seed {seed} failed[/]: {message}; its run directory is kept, "
@@ -103,6 +131,93 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
             outcomes.append(RunOutcome(arm.name, seed, str(path), status, seconds, message))
             _record_wall_time(out, arm.name, seed, seconds)
     return outcomes
+
+
+REPEAT_S = 1.0
+"""A stop signal this soon after the previous one is the same stop delivered twice (``timeout`` signals its
+command and then the command's process group), not a second signal."""
+
+POLL_S = 0.1
+"""How often the sweep checks, while a run goes on, for a signal to pass on to it."""
+
+
+class SweepStop:
+    """SIGTERM and SIGINT while ``sand sweep`` runs: passed on to the ``sand run`` in progress, nothing more started.
+
+    Each run is started in a process group of its own, so a signal sent to the sweep's group (Ctrl-C in a
+    terminal, ``timeout``) reaches the run once, passed on by the sweep, never twice. The handler only notes
+    the signal; the sweep's main loop passes it on (every :data:`POLL_S` while a run goes on), so a signal
+    that comes while a run is being started still reaches it. The run stops cleanly (its finished units
+    kept, its workers shut down, its lock released: ``sand run``'s own stop) and the sweep then raises
+    :class:`RunStopped`. A further signal (over :data:`REPEAT_S` later) is passed on again, which ends a run
+    already stopping at once; one more kills it (SIGKILL)."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[int, float]] = []
+        self._taken = 0
+        self._last: float | None = None
+
+    @classmethod
+    @contextmanager
+    def installed(cls) -> Iterator[SweepStop]:
+        stop = cls()
+        if threading.current_thread() is not threading.main_thread():
+            yield stop
+            return
+        old = {s: signal.signal(s, stop._note) for s in STOP_SIGNALS}
+        try:
+            yield stop
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.received.append((signum, time.monotonic()))
+
+    @property
+    def signum(self) -> int | None:
+        """The first stop signal received, if any."""
+        return self.received[0][0] if self.received else None
+
+    def _new(self) -> list[int]:
+        """The stops received since the last call, a repeat within :data:`REPEAT_S` of the previous one left out."""
+        batch = self.received[self._taken:]
+        self._taken += len(batch)
+        out = []
+        for signum, at in batch:
+            if self._last is None or at - self._last >= REPEAT_S:
+                out.append(signum)
+                self._last = at
+        return out
+
+    def run(self, cmd: list[str], env: dict[str, str]) -> int:
+        """Run ``cmd`` to its end, passing on the stops that come meanwhile; its exit code."""
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, process_group=0)
+        passed = 0
+        while True:
+            for signum in self._new():
+                passed += 1
+                if proc.poll() is None:
+                    with suppress(ProcessLookupError):
+                        proc.send_signal(signum if passed <= 2 else signal.SIGKILL)
+            try:
+                return proc.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                continue
+
+    def how(self, rc: int) -> str:
+        if rc == 0:
+            return "its run had just finished"
+        if rc == 128 + (self.signum or 0):
+            return "its run stopped cleanly and resumes from its last finished unit"
+        if rc < 0:
+            return f"its run was killed by {signal.Signals(-rc).name}; it resumes from its last finished unit"
+        return f"its run ended with exit code {rc}"
+
+    def stopped(self, where: str, resume: str) -> RunStopped:
+        name = signal.Signals(self.signum).name
+        return RunStopped(self.signum, f"sand sweep stopped by {name} {where}; no further run was started; "
+                                       f"continue with `{resume}`")
 
 
 WALL_FILE = "sweep_wall_seconds.json"
