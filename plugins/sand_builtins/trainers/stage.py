@@ -42,6 +42,7 @@ from sand_framework.accelerator import hand_back
 from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import TrainRequest
 from sand_framework.cpu_threads import cpu_threads
+from sand_framework.config.paramdoc import CHECKPOINTS
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.checkpoints import latest_checkpoint
 from sand_builtins.trainers.loading import optimizer_steps, warmup_steps
@@ -62,11 +63,11 @@ class StageParams:
 
     weight_decay: Annotated[float, Ge(0)] = 0.0
     """AdamW weight decay."""
-    save_steps: Annotated[int, Ge(1)] = 50
+    save_steps: Annotated[int, Ge(1), CHECKPOINTS] = 50
     """Write a resumable checkpoint every this many optimizer steps."""
-    save_total_limit: Annotated[int, Ge(1)] = 2
+    save_total_limit: Annotated[int, Ge(1), CHECKPOINTS] = 2
     """Checkpoints kept in ``checkpoints/`` while training."""
-    keep_checkpoints: bool = False
+    keep_checkpoints: Annotated[bool, CHECKPOINTS] = False
     """Keep ``checkpoints/`` after ``final/`` is written (False deletes them to save disk)."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,

@@ -59,6 +59,7 @@ from annotated_types import Ge, Gt, Interval, MinLen
 
 from sand_framework import hookimpl
 from sand_framework.components import PreferenceTrainer, TrainRequest
+from sand_framework.config.paramdoc import LOGGING, THREADS
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
 from sand_builtins.trainers.launch import LaunchParams
@@ -164,13 +165,13 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         policy shortens a prompt that does not fit. 0 = no limit beyond ``max_length`` (ETO: 512)."""
         max_steps: Annotated[int, Ge(-1)] = -1
         """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``)."""
-        logging_steps: Annotated[int, Ge(1)] = 5
+        logging_steps: Annotated[int, Ge(1), LOGGING] = 5
         """Log loss, rewards and margins every this many optimizer steps."""
-        report_to: str = "tensorboard"
+        report_to: Annotated[str, LOGGING] = "tensorboard"
         """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
         integration (``wandb``, ``trackio``, ``mlflow``, ...), or ``none``; each name is checked by ``sand
         validate``, its installation when training starts."""
-        threads: Annotated[int, Ge(0)] = 0
+        threads: Annotated[int, Ge(0), THREADS] = 0
         """torch CPU threads during training; 0 = one per core free when training starts (under ``launch``, shared
         among its processes)."""
         disable_dropout: bool = True

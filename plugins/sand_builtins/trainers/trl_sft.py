@@ -37,6 +37,7 @@ from annotated_types import Ge, Gt, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Trainer, TrainRequest
+from sand_framework.config.paramdoc import LOGGING, THREADS
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers.launch import LaunchParams
 from sand_builtins.trainers.loading import prepare_loading
@@ -83,13 +84,13 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
         """Tokens kept per trajectory (the start is kept); examples left without assistant tokens are dropped."""
         max_steps: Annotated[int, Ge(-1)] = -1
         """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (0 is refused)."""
-        logging_steps: Annotated[int, Ge(1)] = 5
+        logging_steps: Annotated[int, Ge(1), LOGGING] = 5
         """Log loss and learning rate every this many optimizer steps."""
-        report_to: str = "tensorboard"
+        report_to: Annotated[str, LOGGING] = "tensorboard"
         """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
         integration (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or
         ``none``; each name is checked by ``sand validate``, its installation when training starts."""
-        threads: Annotated[int, Ge(0)] = 0
+        threads: Annotated[int, Ge(0), THREADS] = 0
         """torch CPU threads during training; 0 = one per core free when training starts
         (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
         launch: LaunchParams = field(default_factory=LaunchParams)
