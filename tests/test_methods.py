@@ -329,8 +329,8 @@ def plugins():
     return ps, ps.registries()
 
 
-def stage_pipeline(run: Path, plugins, overrides=()):
-    """The engine on the smoke recipe with a scripted policy (as tests/test_run_integrity.py does)."""
+def stage_pipeline(run: Path, plugins, overrides=(), policy: Policy | None = None):
+    """The engine on the smoke recipe with a scripted policy (as tests/test_run_integrity.py does), or ``policy``."""
     from sand_framework.config import load_recipe, validate
     from sand_framework.engine.context import RunContext
     from sand_framework.engine.pipeline import Pipeline
@@ -342,7 +342,7 @@ def stage_pipeline(run: Path, plugins, overrides=()):
     rd = RunDir(run) if (run / "recipe.yaml").exists() else RunDir.create_at(run)
     (rd.path / "recipe.yaml").write_text("{}")
     ctx = RunContext(recipe=recipe, run_dir=rd, plugins=ps, registries=regs)
-    ctx.components["policy"] = ScriptedPolicy()
+    ctx.components["policy"] = policy or ScriptedPolicy()
     ctx._policy_ready = True
     ctx.base_model_path = "scripted"
     return Pipeline(ctx)
@@ -360,14 +360,15 @@ def same_expert_stage(straight: Path, run: Path) -> None:
 
 
 def stage_units(run: Path) -> dict[str, dict]:
-    """The stage's units by task, without the batch's wall time (not an artifact of the method)."""
+    """The stage's units by task, without the batch's wall times (not an artifact of the method)."""
     out = {}
     for line in (run / "iter1" / "synthesis.units.jsonl").read_text().splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:  # a line a kill tore: the store redoes that unit
             continue
-        rec["data"]["stats"].pop("seconds", None)
+        for key in ("seconds", "rollout_seconds"):
+            rec["data"]["stats"].pop(key, None)
         out[rec["unit"]] = rec["data"]
     return out
 
@@ -420,6 +421,30 @@ def test_stage_resumed_after_a_crash_equals_an_uninterrupted_one(tmp_path, plugi
 
 
 # ---------------------------------------------------------------------- the real path: tiny-random model
+
+
+@pytest.mark.parametrize("name", ["rft", "eto", "ipr"])
+def test_a_method_stage_counts_its_explorations_turns_and_seconds(tmp_path, plugins, policy, name):
+    """The engine's ``synth/iter1`` with each exploring method and the tiny-random model: the stage's summary and
+    its rollout rates in metrics.json count every agent turn its episodes took (unparsable replies included) and
+    the seconds they took, as the SAND synthesis's rollouts are counted (they were 0: explorations fed no counter)."""
+    from sand_framework.engine.pipeline import rollout_metrics
+    from sand_framework.store import RunLayout as L
+
+    short = ["data.limit=2"]  # two tasks: turns enough to count
+    p = stage_pipeline(tmp_path / "run", plugins, [*METHOD_ARGS[name], *short], policy=policy)
+    try:
+        p.build(1, p.expert(), {"agent": None, "sft": None, "base": None})
+    finally:
+        p.ctx.components.pop("policy")  # the module's policy, closed by its fixture
+        p.ctx.close()
+    units = list(stage_units(tmp_path / "run").values())
+    turns = sum(u["stats"]["agent_steps"] + u["stats"].get("mc_agent_steps", 0) for u in units)
+    summary = json.loads((tmp_path / "run" / "state.json").read_text())["done"]["synth/iter1"]
+    assert turns > 0 and summary["agent_turns"] == turns and summary["rollout_seconds"] > 0
+    rates = rollout_metrics({"synth/iter1": p.rd.units(L.synthesis_units(1)).values()}, None)["synth/iter1"]
+    assert rates["agent_turns"] == turns and rates["agent_turns_per_s"] > 0
+
 
 
 @pytest.mark.parametrize("name,params", [

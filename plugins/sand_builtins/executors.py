@@ -10,7 +10,7 @@ from annotated_types import Ge, Gt, Interval
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
 from sand_framework.components.environment import MAX_EPISODE_STEPS
-from sand_framework.rollout import EnvPool, Episode, act_all, derive_seed, run_episodes
+from sand_framework.rollout import EnvPool, Episode, act_all, derive_seed
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Rollout, SamplingParams
@@ -64,7 +64,6 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
     def __init__(self, params=None):
         super().__init__(params)
         self._pools: dict[int, EnvPool] = {}
-        self._rollout = {"agent_turns": 0, "rollout_seconds": 0.0}
 
     def make_pool(self, env: Environment) -> EnvPool:
         """The env-worker pool for ``env``; subclasses put the environments elsewhere."""
@@ -83,13 +82,13 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Environment steps (replays included), replays and survived worker faults, over all pools; agent turns
-        generated and seconds spent in rollout loops."""
-        total: dict[str, int] = {}
+        """Environment steps (replays included), replays and survived worker faults, agent turns generated and
+        seconds spent in rollout loops, over all pools: this executor's rollouts and the episodes other components
+        played on its pools (:meth:`EnvPool.run_episodes` counts both)."""
+        total: dict[str, float] = {"agent_turns": 0, "rollout_seconds": 0.0}
         for pool in self._pools.values():
             for k, v in pool.stats.items():
                 total[k] = total.get(k, 0) + v
-        total.update(self._rollout)
         return total
 
     def _cap(self, req: RolloutRequest) -> int:
@@ -131,10 +130,8 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
                        for req, ep in zip(requests, episodes) if ep is not None], pool)
         sp = SamplingParams(temperature=self.params.temperature, max_new_tokens=self.params.max_new_tokens,
                             seed=seeds[0] if seeds else None)
-        ran = run_episodes(live, policy, sp, role="agent", pool=pool, mode=self.params.rollout_mode,
-                           max_concurrency=self.params.max_concurrency)
-        self._rollout["agent_turns"] += ran.agent_turns
-        self._rollout["rollout_seconds"] += ran.wall_seconds
+        pool.run_episodes(live, policy, sp, role="agent", mode=self.params.rollout_mode,
+                          max_concurrency=self.params.max_concurrency)
         for rollout, ep in zip(rollouts, episodes):
             if ep is not None:
                 rollout.steps, rollout.reward, rollout.success, rollout.done = ep.steps, ep.reward, ep.success, ep.done

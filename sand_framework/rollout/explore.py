@@ -9,7 +9,10 @@ one more step of someone else's — and let the agent play on with given
 here once keeps them identical to the executors and the evaluator: the same
 lock-step loop (:func:`~sand_framework.rollout.episodes.run_lockstep`: one
 batched model call per depth, one parallel ``step_all`` on the pool), the same
-parsing, step caps and token accounting.
+parsing, step caps and token accounting; and the same counters: the episodes
+play through :meth:`~sand_framework.rollout.pool.EnvPool.run_episodes`, so their
+agent turns and seconds count in the pool's (the executor's) ``stats`` as the
+executor's own rollouts do.
 
 Sampling seeds and batching: every sampled turn carries its own seed (the
 episode's seed, ``derive_seed(group seed, "episode", i)`` for the ``i``-th
@@ -33,7 +36,6 @@ from typing import Any
 from sand_framework.components import Environment, Policy
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
-from sand_framework.rollout.asynchronous import run_episodes
 from sand_framework.rollout.episodes import INVALID_FEEDBACK, Episode, derive_seed
 from sand_framework.rollout.pool import EnvPool
 from sand_framework.types import Role, SamplingParams, Step, Trajectory
@@ -167,8 +169,8 @@ def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, samp
         live.append((ex, episode))
     if live:
         sp = SamplingParams(temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens, seed=seed)
-        run_episodes([ep for _, ep in live], policy, sp, role=role, pool=pool, mode=mode,
-                     max_concurrency=max_concurrency or len(live))
+        pool.run_episodes([ep for _, ep in live], policy, sp, role=role, mode=mode,
+                          max_concurrency=max_concurrency or len(live))  # counted in the pool's stats
     for ex, ep in live:
         ex.trajectory.steps += ep.steps
         ex.trajectory.reward, ex.trajectory.success = ep.reward, ep.success

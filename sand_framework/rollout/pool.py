@@ -4,6 +4,11 @@ Starting an environment can cost a JVM launch (TextWorld-Express,
 ScienceWorld) or a PDDL translation (ALFWorld); resetting one is cheap. A pool
 hands out ``k`` independent environments as *handles* and keeps them for reuse.
 
+Every loop that plays episodes on a pool's environments (an executor's
+rollouts, a method's explorations) runs through :meth:`EnvPool.run_episodes`,
+which counts its agent turns and seconds in the pool's :attr:`~EnvPool.stats`
+beside its environment steps: one set of counters, whoever played.
+
 Everything the engine does to pooled environments goes through two batched
 calls, so that a pool whose environments live in other processes (or on other
 machines) can run them in parallel while model calls stay batched in the
@@ -29,7 +34,8 @@ from typing import Any
 
 from sand_framework.components import Environment
 from sand_framework.errors import ReplayMismatch
-from sand_framework.types import StepResult
+from sand_framework.rollout.asynchronous import AsyncStats, run_episodes
+from sand_framework.types import Role, SamplingParams, StepResult
 
 Handle = Any
 """What a pool hands out for one environment: the instance itself (local) or a slot number (remote)."""
@@ -71,6 +77,19 @@ class EnvPool:
         """One action in each environment (the same handle never appears twice)."""
         self.counters["env_steps"] += len(pairs)
         return [env.step(action) for env, action in pairs]
+
+    def run_episodes(self, episodes: list[Any], policy: Any, sampling: SamplingParams, role: Role = "agent",
+                     mode: str = "lockstep", max_concurrency: int = 32) -> AsyncStats:
+        """Play ``episodes`` (on this pool's handles) with :func:`~sand_framework.rollout.asynchronous.run_episodes`
+        and count what it did in :attr:`stats`: ``agent_turns`` (model turns, unparsable replies included) and
+        ``rollout_seconds`` (wall seconds in the loop). The executors' rollouts and the methods' explorations
+        (:func:`~sand_framework.rollout.explore.explore`) both play here, so an executor's ``stats`` (the sum of
+        its pools') counts both, and a ``synth/iterK`` stage's batch costs do whichever the method plays."""
+        ran = run_episodes(episodes, policy, sampling, role=role, pool=self, mode=mode,
+                           max_concurrency=max_concurrency)
+        self.counters["agent_turns"] = self.counters.get("agent_turns", 0) + ran.agent_turns
+        self.counters["rollout_seconds"] = self.counters.get("rollout_seconds", 0.0) + ran.wall_seconds
+        return ran
 
     @property
     def stats(self) -> dict[str, int]:
