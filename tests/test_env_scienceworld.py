@@ -15,6 +15,7 @@ import time
 from importlib import resources
 
 import pytest
+from jvm_processes import alive, java_children
 
 from sand_framework.errors import EnvironmentUnavailable
 
@@ -44,32 +45,6 @@ def env():
     e = ScienceWorldEnv()
     yield e
     e.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _java_children() -> list[int]:
-    """Java processes whose parent is this test process (other workers' JVMs are not ours)."""
-    me, found = os.getpid(), []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == me and comm == "java":
-            found.append(int(d))
-    return found
 
 
 # ---------------------------------------------------------------- no JVM needed
@@ -174,7 +149,7 @@ def test_conforms(env):
 
     # seen and train overlap in ETO's files, so the splits are given explicitly (short tasks only).
     assert_conforms(env, split_tasks={"seen": [LIFESPAN], "unseen": [FIND_ANIMAL]}, limit=1)
-    assert _java_children() == [env.java_pid]  # the clone's JVM is gone
+    assert java_children() == [env.java_pid]  # the clone's JVM is gone
 
 
 @needs_sw
@@ -317,7 +292,7 @@ def test_dead_jvm_is_restarted_and_episode_replayed(env):
         time.sleep(0.02)
     rest = [e.step(a) for a in gold[k:]]
     assert e.faults_survived == faults + 1
-    assert e.java_pid != pid and not _alive(pid)
+    assert e.java_pid != pid and not alive(pid)
     assert [r.observation for r in rest] == reference[k:]
     assert rest[-1].success and rest[-1].reward == 1.0
     # a crash between episodes is survived too (reset on a dead JVM)
@@ -325,7 +300,7 @@ def test_dead_jvm_is_restarted_and_episode_replayed(env):
     time.sleep(0.2)
     assert e.reset(tid).startswith("Task Description:")
     assert e.faults_survived == faults + 2
-    assert _java_children() == [e.java_pid]
+    assert java_children() == [e.java_pid]
 
 
 @needs_sw
@@ -334,10 +309,10 @@ def test_clone_and_close_leave_no_java(env):
     c = env.clone()
     c.reset(LIFESPAN)
     pid = c.java_pid
-    assert pid != env.java_pid and sorted(_java_children()) == sorted([env.java_pid, pid])
+    assert pid != env.java_pid and sorted(java_children()) == sorted([env.java_pid, pid])
     c.close()
     c.close()  # idempotent
-    assert not _alive(pid) and _java_children() == [env.java_pid]
+    assert not alive(pid) and java_children() == [env.java_pid]
 
 
 @needs_sw

@@ -6,10 +6,10 @@ One module-scoped instance (one JVM) serves most tests: a JVM start costs
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
+from jvm_processes import alive, java_children
 
 pytest.importorskip("textworld_express")
 
@@ -35,33 +35,6 @@ def env():
 
 def _java_pid(e: TextWorldExpressEnv) -> int:
     return e._twx._gateway.java_process.pid
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie, i.e. exited but unreaped, counts as alive: it leaked)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _java_children() -> list[int]:
-    """Java processes whose parent is this test process (other workers' JVMs are not ours)."""
-    me, found = os.getpid(), []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == me and comm == "java":
-            found.append(int(d))
-    return found
 
 
 def test_registered_as_builtin():
@@ -179,7 +152,7 @@ def test_show_valid_actions(env, monkeypatch):
 
 
 def test_clone_is_independent_and_close_leaves_no_java(env):
-    before = set(_java_children())
+    before = set(java_children())
     tasks = env.tasks("train")
     start = env.reset(tasks[0])
     clone = env.clone()
@@ -192,8 +165,8 @@ def test_clone_is_independent_and_close_leaves_no_java(env):
     assert pid != _java_pid(env)  # a clone has its own JVM
     clone.close()
     clone.close()  # idempotent
-    assert not _alive(pid)
-    assert set(_java_children()) <= before
+    assert not alive(pid)
+    assert set(java_children()) <= before
 
 
 # ------------------------------------------------------------------ expert thoughts
