@@ -10,20 +10,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-SAND = [sys.executable, "-m", "sand_framework.cli.main"]
-
-
-def sand(*args, check=True, timeout=600):
-    proc = subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"sand {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
+from sand_cli import SAND, sand
 
 
 @pytest.fixture(scope="module")

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from sand_cli import sand
 
 from sand_framework.report import build_report, load_run
 from sand_framework.store import RunDir
 
-SAND = [sys.executable, "-m", "sand_framework.cli.main"]
 PNGS = ("results.png", "deliberation_by_difficulty.png", "reward_by_step.png")
-
-
-def sand(*args, check=True, timeout=600):
-    proc = subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"sand {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
 
 
 DELIB = 'If I "move east" I reach the kitchen; if I "move west" I go back. I will "move east".'

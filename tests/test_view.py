@@ -13,27 +13,19 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from sand_cli import SAND, sand
 
 from sand_framework.store import RunLayout as L, UnitLog
 from sand_framework.view import build_site
 
-SAND = [sys.executable, "-m", "sand_framework.cli.main"]
 DELIBERATE = ["plugins.modules=[sand_framework.testing.detectors]", "sampler=expert_mix", "sampler.n=4",
               "--allow-recipe-plugins"]
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
-
-
-def sand(*args, check=True, timeout=600):
-    proc = subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"sand {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
 
 
 @pytest.fixture(scope="module")
