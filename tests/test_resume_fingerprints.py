@@ -249,3 +249,151 @@ def test_stage_inputs_is_the_one_definition_reuse_imports():
     from sand_framework.app import reuse
 
     assert reuse.stage_inputs is stage_inputs
+
+
+# -- settings that cannot change results, format 2 and version-1 records --------------------------------------------
+
+
+@pytest.mark.parametrize("speed, result, stage", [
+    ("policy.threads=3", "policy.top_k=5", "synth/iter1"),
+    ("trainer.threads=3", "trainer.learning_rate=0.1", "train/iter0"),
+    ("trainer.report_to=tensorboard", "trainer.lora_r=8", "train/iter0"),
+    ("trainer.logging_steps=1", "trainer.warmup_ratio=0.5", "train/iter0"),
+    ("trainer.save_steps=7", "trainer.max_steps=3", "train/iter0"),
+    ("trainer.save_total_limit=5", "trainer.max_length=512", "train/iter0"),
+    ("trainer.keep_checkpoints=true", "trainer.weight_decay=0.1", "train/iter0"),
+    ("executor.max_concurrency=4", "executor.max_parallel=3", "synth/iter1"),
+    ("executor.rollout_mode=async", "executor.temperature=0.5", "synth/iter1"),
+    ("evaluator.rollout_mode=async", "evaluator.max_new_tokens=60", "eval"),
+    ("evaluator.max_concurrency=2", "evaluator.max_steps=3", "eval"),
+    ("eval.batch_size=1", "eval.limit=2", "eval"),
+])
+def test_a_speed_only_edit_resumes_and_a_result_edit_beside_it_is_refused(finished, plugins, speed, result, stage):
+    """Moving a run to a machine with more cores (threads), turning on asynchronous rollouts, logging more often:
+    none of it can change what a finished stage computed, so none of it blocks the resume (the settings are
+    marked SpeedOnly and left out of the fingerprints); the result-affecting setting next to each still does."""
+    rd = RunDir(finished)
+    before = json.loads((finished / L.STATE).read_text())
+    assert check_resume(recipe_of(plugins, [speed]), rd, plugins[1], plugins[0]) == ResumeCheck()
+    assert json.loads((finished / L.STATE).read_text()) == before  # nothing re-recorded
+    with pytest.raises(InputsChanged) as info:
+        check_resume(recipe_of(plugins, [speed, result]), rd, plugins[1], plugins[0])
+    key = result.split("=")[0]
+    assert f"since stage {stage!r} was computed" in str(info.value) and f"{key}: " in str(info.value)
+    assert speed.split("=")[0] not in str(info.value)
+
+
+def test_every_speed_only_setting_is_left_out_of_every_stage(plugins):
+    """Each built-in component's SpeedOnly fields (and the recipe sections'): changing one changes no stage's
+    fingerprint; the fields left are exactly the unmarked ones."""
+    import copy
+    import dataclasses
+
+    from sand_framework.config.paramdoc import speed_only_fields
+    from sand_framework.config.schema import SECTIONS
+
+    ps, regs = plugins
+    base = recipe_of(plugins, ["run.iterations=2"])
+    stages = L.stages(2)
+    marked = 0
+    for kind in ("environment", "policy", "executor", "trainer", "preference_trainer", "evaluator"):
+        for name in regs[kind].names():
+            cls = regs[kind].entries[name].cls
+            fields = speed_only_fields(cls.Params)
+            if not fields:
+                continue
+            recipe = copy.copy(base)
+            recipe.slots = {**base.slots, kind: (name, cls.Params())}
+            for field_name in fields:
+                params = copy.copy(recipe.slots[kind][1])
+                object.__setattr__(params, field_name, "changed")
+                edited = copy.copy(recipe)
+                edited.slots = {**recipe.slots, kind: (name, params)}
+                for stage in stages:
+                    assert stage_inputs(edited, stage) == stage_inputs(recipe, stage), (kind, name, field_name, stage)
+                marked += 1
+            seen = stage_inputs(recipe, "eval")[kind if kind != "preference_trainer" else "trainer"]
+            if kind != "preference_trainer":
+                assert not set(fields) & set(seen) and seen["name"] == name
+    assert marked >= 30
+    for section, cls in SECTIONS.items():
+        for field_name in speed_only_fields(cls):
+            edited = copy.copy(base)
+            part = copy.copy(getattr(base, section))
+            object.__setattr__(part, field_name, "changed")
+            setattr(edited, section, part)
+            assert all(stage_inputs(edited, s) == stage_inputs(base, s) for s in stages), (section, field_name)
+    assert speed_only_fields(SECTIONS["eval"]) .keys() == {"batch_size"}
+    assert "batch_size" not in stage_inputs(base, "eval")["eval"] and "limit" in stage_inputs(base, "eval")["eval"]
+
+
+def as_version_1(rd: RunDir, recipe) -> dict:
+    """``rd``'s fingerprints rewritten as SAND 0.2.0 recorded them: format 1, every setting of every section and
+    slot (``_stage_inputs(..., 1)``, the 0.2.0 definition, kept to read such records)."""
+    from sand_framework.app.fingerprint import _plain, _stage_inputs
+
+    state = json.loads((rd.path / L.STATE).read_text())
+    for stage, fp in state["fingerprints"].items():
+        state["fingerprints"][stage] = {**fp, "v": 1, "recipe": _plain(_stage_inputs(recipe, stage, 1))}
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    return state
+
+
+def test_a_version_1_run_resumes_with_a_note_checked_and_rewritten_in_version_2(finished, plugins, tmp_path):
+    from sand_framework.app.fingerprint import VERSION, older_format_note
+
+    rd = copy_of(finished, tmp_path)
+    recipe = recipe_of(plugins)
+    v1 = as_version_1(rd, recipe)
+    assert v1["fingerprints"]["synth/iter1"]["recipe"]["trainer"]["threads"] == 1  # format 1 held every setting
+    # A result-affecting edit since a version-1 record is refused, and nothing is rewritten ...
+    with pytest.raises(InputsChanged, match=r"'train/iter0'.*trainer\.learning_rate: 0\.0005 then, 0\.1 now"):
+        check_resume(recipe_of(plugins, ["trainer.learning_rate=0.1"]), rd, plugins[1], plugins[0])
+    assert json.loads((rd.path / L.STATE).read_text()) == v1
+    # ... a speed-only one is not: the stages are named once and recorded in format 2
+    edited = recipe_of(plugins, ["policy.threads=8", "executor.max_concurrency=3"])
+    found = check_resume(edited, rd, plugins[1], plugins[0])
+    assert found.older_format == STAGES and not found.unknown and not found.new_versions
+    assert VERSION == 2 and {fp["v"] for fp in rd.fingerprints().values()} == {2}
+    assert rd.fingerprint("eval") == fingerprint(edited, rd, plugins[1], plugins[0], "eval")
+    assert "threads" not in rd.fingerprint("synth/iter1")["recipe"]["policy"]
+    note = older_format_note(found.older_format)
+    assert "expert, train/iter0, synth/iter1, train/iter1, eval" in note and "format v1" in note and "v2" in note
+    assert check_resume(edited, rd, plugins[1], plugins[0]) == ResumeCheck()  # said once
+    with pytest.raises(InputsChanged, match="'train/iter0'"):  # and checked from then on
+        check_resume(recipe_of(plugins, ["trainer.learning_rate=0.1"]), rd, plugins[1], plugins[0])
+
+
+def test_a_version_1_record_keeps_its_plugin_versions_and_an_unreadable_one_is_recorded_anew(finished, plugins,
+                                                                                          tmp_path):
+    from sand_framework.app.fingerprint import unreadable_note
+
+    rd = copy_of(finished, tmp_path)
+    recipe = recipe_of(plugins)
+    state = as_version_1(rd, recipe)
+    plugin = next(iter(state["fingerprints"]["train/iter0"]["plugins"]))
+    state["fingerprints"]["train/iter0"]["plugins"][plugin] = "0.0.1"
+    state["fingerprints"]["expert"]["v"] = 99  # a newer SAND's format
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    found = check_resume(recipe, rd, plugins[1], plugins[0])
+    assert found.unreadable == ["expert"] and found.older_format == STAGES[1:]
+    assert found.new_versions == [f"train/iter0: plugin {plugin}: version 0.0.1 then, "
+                                  f"{rd.fingerprint('synth/iter1')['plugins'][plugin]} now"]
+    assert rd.fingerprint("train/iter0")["plugins"][plugin] == "0.0.1"  # still said on the next resume
+    assert check_resume(recipe, rd, plugins[1], plugins[0]).new_versions == found.new_versions
+    assert "expert" in unreadable_note(found.unreadable)
+
+
+def test_sweep_reuse_reads_a_version_1_source_and_records_version_2(finished, plugins, tmp_path):
+    ps, regs = plugins
+    source = copy_of(finished, tmp_path)
+    as_version_1(source, recipe_of(plugins))
+    arm = recipe_of(plugins, ["policy.threads=4"])  # a speed-only difference between the arms
+    stages = ["expert", "train/iter0", "synth/iter1"]
+    with pytest.raises(RunDirError, match=r"cannot reuse 'synth/iter1'.*sampler\.n: 2 there, 3 here"):
+        reuse_stages(RunDir.create_at(tmp_path / "other"), recipe_of(plugins, ["policy.threads=4", "sampler.n=3"]),
+                     source.path, recipe_of(plugins), stages, ps, regs)
+    target = RunDir.create_at(tmp_path / "arm")
+    assert reuse_stages(target, arm, source.path, recipe_of(plugins), stages, ps, regs) == stages
+    assert all(target.fingerprint(s) == fingerprint(arm, target, regs, ps, s) for s in stages)
+    assert check_resume(arm, target, regs, ps) == ResumeCheck()

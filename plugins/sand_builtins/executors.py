@@ -10,6 +10,7 @@ from annotated_types import Ge, Gt, Interval
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
 from sand_framework.components.environment import MAX_EPISODE_STEPS
+from sand_framework.config.paramdoc import ENV_WORKERS, FAULTS, LOGGING, SCHEDULING
 from sand_framework.rollout import EnvPool, Episode, act_all, derive_seed
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
@@ -50,12 +51,12 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
         rollout with :class:`ReplayMismatch` instead of branching from another state)."""
         max_parallel: Annotated[int, Interval(ge=1, le=4096)] = 8
         """Environments (branches) advanced together, at most 4096; more requests run in successive waves."""
-        rollout_mode: Literal["lockstep", "async"] = "lockstep"
+        rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"
         """``lockstep``: per depth one batched model call for all live branches, then one parallel environment
         step; ``async``: each branch submits its next turn as soon as its environment answers (the engine batches
         what is in flight; environment steps overlap generation). Same rollouts for the same seed
         (docs/scaling.md, "Asynchronous rollouts"). Methods' explorations on this executor's pool use it too."""
-        max_concurrency: Annotated[int, Ge(1)] = 32
+        max_concurrency: Annotated[int, Ge(1), SCHEDULING] = 32
         """``async`` only: branches in flight at once within a wave of ``max_parallel``."""
         expert_switch: bool = False
         """Replace an expert trajectory when a candidate's rollout beats it (paper: on for ALFWorld and
@@ -157,15 +158,15 @@ class ProcessPoolExecutor(InProcessExecutor):
 
     @dataclass
     class Params(InProcessExecutor.Params):
-        workers: Annotated[int, Ge(1)] = 2
+        workers: Annotated[int, Ge(1), ENV_WORKERS] = 2
         """Worker processes; branch i lives in worker i % workers."""
-        start_method: Literal["spawn", "forkserver"] = "spawn"
+        start_method: Annotated[Literal["spawn", "forkserver"], ENV_WORKERS] = "spawn"
         """``spawn`` or ``forkserver`` (never ``fork``: the driver may hold model threads)."""
-        max_restarts: Annotated[int, Ge(0)] = 3
+        max_restarts: Annotated[int, Ge(0), FAULTS] = 3
         """Restarts of dead or hung workers tolerated within one parallel call."""
-        timeout_s: Annotated[float, Gt(0.0)] | None = 300.0
+        timeout_s: Annotated[float, Gt(0.0), FAULTS] | None = 300.0
         """A worker that has not answered one parallel call after this long is hung: killed, restarted, replayed."""
-        startup_timeout_s: Annotated[float, Gt(0.0)] = 180.0
+        startup_timeout_s: Annotated[float, Gt(0.0), FAULTS] = 180.0
         """The same limit for a worker's first call, which includes its start-up (environment, JVM)."""
 
     def make_pool(self, env: Environment) -> EnvPool:
@@ -199,19 +200,19 @@ class RayExecutor(InProcessExecutor):
         address: str | None = None
         """Ray cluster to join; null = the cluster of a ``ray job submit`` job (RAY_ADDRESS), else a local
         instance started (or reused) here; ``auto`` = the cluster this node belongs to."""
-        num_workers: Annotated[int, Ge(1)] = 2
+        num_workers: Annotated[int, Ge(1), ENV_WORKERS] = 2
         """Env actors; branch i lives in actor i % num_workers."""
-        num_cpus: Annotated[float, Ge(0.0)] = 1.0
+        num_cpus: Annotated[float, Ge(0.0), ENV_WORKERS] = 1.0
         """CPUs reserved per actor."""
-        max_restarts: Annotated[int, Ge(0)] = 3
+        max_restarts: Annotated[int, Ge(0), FAULTS] = 3
         """Ray restarts of a lost actor; also the hung-actor replacements tolerated within one parallel call."""
-        max_task_retries: Annotated[int, Ge(-1)] = 3
+        max_task_retries: Annotated[int, Ge(-1), FAULTS] = 3
         """Ray retries of a call that was running on a lost actor."""
-        timeout_s: Annotated[float, Gt(0.0)] | None = 300.0
+        timeout_s: Annotated[float, Gt(0.0), FAULTS] | None = 300.0
         """An actor that has not answered one parallel call after this long is hung: killed, replaced, replayed."""
-        startup_timeout_s: Annotated[float, Gt(0.0)] = 180.0
+        startup_timeout_s: Annotated[float, Gt(0.0), FAULTS] = 180.0
         """The same limit for an actor's first call, which includes its start-up (scheduling, environment, JVM)."""
-        log_to_driver: bool = False
+        log_to_driver: Annotated[bool, LOGGING] = False
         """Stream the actors' stdout/stderr into the driver's output when this executor starts Ray (they are
         always in the Ray logs of each node)."""
         actor_options: dict[str, Any] = field(default_factory=dict)

@@ -280,7 +280,6 @@ def comparable(then: dict[str, Any], recipe: Recipe, stage: str, now: dict[str, 
     return {**then, "v": VERSION, "recipe": _without(then["recipe"], dropped), "plugins": plugins}
 
 
-
 def differences(now: Any, then: Any, where: str = "", labels: tuple[str, str] = ("then", "now")) -> list[str]:
     """``key: THEN_VALUE then, NOW_VALUE now`` for every leaf where two nested mappings differ."""
     if isinstance(now, dict) and isinstance(then, dict):

@@ -209,6 +209,15 @@ def instance_problems(obj: Any, where: str, given: Any = ()) -> list[str]:
     return [p if isinstance(p, str) and p.startswith(where) else f"{where}: {p}" for p in found]
 
 
+def _bound(value: Any) -> Any:
+    """A bound as shown, whole numbers without a fraction: ``typing`` caches ``Annotated[float, Ge(0.0)]`` and
+    ``Annotated[float, Ge(0)]`` as one object (see :func:`_as_type_of`), and which spelling an annotation gets when
+    ``get_type_hints`` evaluates it depends on what was evaluated before, so the listing must not show it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def describe_constraints(tp: Any) -> str:
     """``>= 1``, ``in (0, 1]``, ... for ``sand components``; empty when the field has no constraint."""
     if get_origin(tp) in (Union, types.UnionType):
@@ -220,7 +229,7 @@ def describe_constraints(tp: Any) -> str:
     for c in _constraints(tuple(get_args(tp)[1:])):
         if type(c) in symbols:
             sym, attr = symbols[type(c)]
-            parts.append(f"{sym} {getattr(c, attr)}")
+            parts.append(f"{sym} {_bound(getattr(c, attr))}")
         elif isinstance(c, at.MinLen):
             parts.append(f"at least {c.min_length} long")
     return ", ".join(parts)
