@@ -19,13 +19,16 @@ from scripted import ScriptedPolicy
 
 from sand_framework.app.fingerprint import ResumeCheck, check_resume, fingerprint, redo_from, stage_inputs, versions_note
 from sand_framework.app.reuse import reuse_stages
-from sand_framework.components import Trainer
+from sand_framework.components import PreferenceTrainer, Trainer
 from sand_framework.config import load_recipe, validate
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import InputsChanged, RunDirError
+from sand_framework.formats import read_sharegpt
+from sand_framework.pairs import write_preference_pairs
 from sand_framework.plugins import load_plugins
 from sand_framework.store import RunDir, RunLayout as L
+from sand_framework.types import PreferencePair, Step, Trajectory
 
 OVERRIDES = ["data.limit=2", "run.synthesis_batch=2", "environment.n_train=4", "environment.n_seen=1",
              "environment.n_unseen=1", "sampler.n=2", "critic=no_rollout_critic", "eval.limit=1",
@@ -42,6 +45,19 @@ class FileTrainer(Trainer):
         final = Path(request.output_dir) / "final"
         final.mkdir(parents=True, exist_ok=True)
         seen = json.dumps([t.to_dict() for t in request.trajectories], sort_keys=True) + str(request.seed)
+        (final / "adapter_model.safetensors").write_text(hashlib.sha256(seen.encode()).hexdigest())
+        return str(final)
+
+
+class FilePreferenceTrainer(PreferenceTrainer):
+    """Writes a weights folder whose content depends on the pairs it was trained on (no model)."""
+
+    name = "trl_dpo"
+
+    def train(self, request):
+        final = Path(request.output_dir) / "final"
+        final.mkdir(parents=True, exist_ok=True)
+        seen = json.dumps([p.to_dict() for p in request.pairs], sort_keys=True) + str(request.seed)
         (final / "adapter_model.safetensors").write_text(hashlib.sha256(seen.encode()).hexdigest())
         return str(final)
 
@@ -65,7 +81,7 @@ def run(path: Path, plugins, overrides=(), recipe=None, stages=None):
     rd = RunDir(path) if (path / L.RECIPE).exists() else RunDir.create_at(path)
     (rd.path / L.RECIPE).write_text("{}")
     ctx = RunContext(recipe=recipe, run_dir=rd, plugins=ps, registries=regs)
-    ctx.components.update(policy=ScriptedPolicy(), trainer=FileTrainer())
+    ctx.components.update(policy=ScriptedPolicy(), trainer=FileTrainer(), preference_trainer=FilePreferenceTrainer())
     ctx._policy_ready = True
     ctx.base_model_path = "scripted"
     p = Pipeline(ctx, before_stage=lambda s: rd.record_fingerprint(s, fingerprint(recipe, rd, regs, ps, s)))
@@ -156,6 +172,43 @@ def test_an_edited_data_file_is_refused(finished, plugins, tmp_path):
     records = json.loads(data.read_text())
     data.write_text(json.dumps(records[:1]))
     with pytest.raises(InputsChanged, match=r"stage 'expert'.*data\.path: the file's content changed \(sha256 "):
+        check_resume(recipe, rd, plugins[1], plugins[0])
+
+
+def test_an_edited_pair_file_is_refused_naming_the_stage_and_the_file(finished, plugins, tmp_path):
+    """The ``pairs_file`` method's file (``method.path``) is an input like ``data.path``: its content is in the
+    fingerprint of every stage that reads the method, so editing it after synth/iter1 read it refuses the resume
+    (exit 3) instead of keeping the pairs of the old file."""
+    expert = read_sharegpt(finished / L.EXPERT_DATA, "textworld_express")
+    pairs = [PreferencePair(Trajectory(t.task_id, t.env, t.instruction, t.task), t.steps,
+                            [Step("I wander.", "look around", "")]) for t in expert]
+    path = tmp_path / "pairs.jsonl"
+    write_preference_pairs(path, pairs)
+    rd, recipe = run(tmp_path / "run", plugins, ["method=pairs_file", f"method.path={path}"])
+    assert rd.finished_stages() == STAGES and rd.stage_result("synth/iter1")["pairs"] == len(pairs)
+    fps = rd.fingerprints()
+    assert "method.path" not in fps["train/iter0"]["inputs"]  # behavior initialization does not read it
+    assert all(fps[s]["inputs"]["method.path"].startswith("sha256:") for s in STAGES[2:])
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()  # the same file: resumes
+    write_preference_pairs(path, pairs[:1])  # one pair fewer: iteration 1 was trained on other pairs
+    with pytest.raises(InputsChanged) as info:
+        check_resume(recipe, rd, plugins[1], plugins[0])
+    msg = str(info.value)
+    assert info.value.exit_code == 3
+    assert "since stage 'synth/iter1' was computed (finished)" in msg, msg
+    assert f"method.path: the file's content changed (sha256 " in msg and f"now) in {path}" in msg, msg
+    assert "--redo-from synth/iter1`" in msg
+    # a stage an older SAND fingerprinted without the file's digest: said, recorded, and checked from then on
+    state = json.loads((rd.path / L.STATE).read_text())
+    for stage in STAGES[2:]:
+        del state["fingerprints"][stage]["inputs"]["method.path"]
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    found = check_resume(recipe, rd, plugins[1], plugins[0])
+    assert found.unrecorded_files == [f"{s}: method.path" for s in STAGES[2:]] and not found.older_format
+    assert rd.fingerprint("synth/iter1")["inputs"]["method.path"].startswith("sha256:")
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()
+    write_preference_pairs(path, pairs)
+    with pytest.raises(InputsChanged, match=r"stage 'synth/iter1'.*method\.path: the file's content changed"):
         check_resume(recipe, rd, plugins[1], plugins[0])
 
 

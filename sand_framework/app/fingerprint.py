@@ -9,9 +9,11 @@ A stage's output depends on three things, and its fingerprint records each when 
     (:class:`~sand_framework.config.paramdoc.SpeedOnly`: thread counts, logging, checkpoint cadence,
     time-outs, worker counts), so editing one neither blocks a resume nor stops a reuse;
 ``inputs``
-    digests of the files it reads: the expert data file named by ``data.path``, a local base-model folder, and
-    the outputs of the stages before it that it consumes (``expert/expert.sharegpt.json``, the iteration's
-    deliberation or pair files, the weights of earlier training stages);
+    digests of the files it reads: the expert data file named by ``data.path``, a local base-model folder, the
+    files the components of its slots declare (:meth:`~sand_framework.components.base.Component.input_files`:
+    ``method.path``, the ``pairs_file`` method's pair file), and the outputs of the stages before it that it
+    consumes (``expert/expert.sharegpt.json``, the iteration's deliberation or pair files, the weights of
+    earlier training stages);
 ``plugins``
     the versions of the plugins whose components fill the slots it reads (a plugin loaded from a folder or
     module has no version: the digest of its code stands in).
@@ -172,15 +174,33 @@ def _weights(rd: RunDir, k: int, memo: dict[str, str]) -> dict[str, str]:
     return {L.weights(k): memo[path]}
 
 
+def declared_files(recipe: Recipe, stage: str) -> dict[str, str]:
+    """``SLOT.PARAM`` -> path of every file that the components of the slots ``stage`` reads declare in
+    :meth:`~sand_framework.components.base.Component.input_files` (``method.path``: a pair file)."""
+    out = {}
+    for slot in stage_inputs(recipe, stage):
+        cls = recipe.classes.get(slot)
+        if slot not in recipe.slots or cls is None:
+            continue
+        for param, path in (cls.input_files(recipe.slots[slot][1]) or {}).items():
+            out[f"{slot}.{param}"] = str(path)
+    return out
+
+
 def stage_artifacts(recipe: Recipe, rd: RunDir, stage: str, memo: dict[str, str] | None = None) -> dict[str, str]:
-    """Digests of the files ``stage`` reads: the data file and base model from outside the run, and the outputs
-    of the earlier stages it consumes (each of those has its own fingerprint, so the chain covers the rest)."""
+    """Digests of the files ``stage`` reads: the data file, the base model and the files its components declare
+    (:func:`declared_files`) from outside the run, and the outputs of the earlier stages it consumes (each of
+    those has its own fingerprint, so the chain covers the rest)."""
     memo = {} if memo is None else memo
     parsed = L.parse_stage(stage)
     if parsed is None:
         raise ValueError(f"not a stage name: {stage!r}")
     kind, k = parsed
     out: dict[str, str] = {}
+    for key, path in declared_files(recipe, stage).items():
+        if path not in memo:
+            memo[path] = tree_digest(path)
+        out[key] = memo[path]
     if kind == L.EXPERT:
         if recipe.data.source != "env":
             out["data.path"] = file_digest(recipe.data.path) if recipe.data.path else MISSING
@@ -294,16 +314,27 @@ def _short(digest: str | None) -> str:
     return digest if digest == MISSING else digest.split(":")[0] + " " + digest.split(":")[-1][:12]
 
 
+def _setting(recipe: Any, key: str) -> str | None:
+    """The recipe setting ``key`` names (``data.path``, ``method.path``) when it is a path; None otherwise."""
+    for part in key.split("."):
+        recipe = recipe.get(part) if isinstance(recipe, dict) else None
+    return recipe if isinstance(recipe, str) and recipe else None
+
+
 def changes(then: dict[str, Any], now: dict[str, Any], labels: tuple[str, str] = ("then", "now")) -> list[str]:
-    """What differs between a recorded fingerprint and a current one, one readable phrase each."""
+    """What differs between a recorded fingerprint and a current one, one readable phrase each (a file named
+    by a recipe setting, such as ``data.path`` or ``method.path``, with its path)."""
     out = differences(now.get("recipe", {}), then.get("recipe", {}), labels=labels)
     a_in, b_in = then.get("inputs", {}), now.get("inputs", {})
     for key in sorted(set(a_in) | set(b_in)):
         a, b = a_in.get(key), b_in.get(key)
         if a != b:
-            what = "the file's content changed" if key == "data.path" and MISSING not in (a, b) else \
-                "its files changed" if MISSING not in (a, b) and None not in (a, b) else "not the same"
-            out.append(f"{key}: {what} ({_short(a)} {labels[0]}, {_short(b)} {labels[1]})")
+            files = MISSING not in (a, b) and None not in (a, b)
+            what = "the file's content changed" if files and a.startswith("sha256:") and b.startswith("sha256:") \
+                else "its files changed" if files else "not the same"
+            path = _setting(now.get("recipe", {}), key)
+            out.append(f"{key}: {what} ({_short(a)} {labels[0]}, {_short(b)} {labels[1]})"
+                       + (f" in {path}" if path else ""))
     return out + version_changes(then, now, labels)
 
 
@@ -348,6 +379,9 @@ class ResumeCheck:
     then recorded in the current format."""
     unreadable: list[str] = field(default_factory=list)
     """Stages whose fingerprint is in a format this SAND cannot read (a newer SAND's): unchecked, recorded now."""
+    unrecorded_files: list[str] = field(default_factory=list)
+    """``STAGE: SLOT.PARAM`` for the files a component declares (``Component.input_files``) whose content an
+    older SAND did not digest when it computed the stage: unchecked, recorded now (later edits are refused)."""
 
 
 def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet) -> ResumeCheck:
@@ -376,13 +410,19 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
             found.unreadable.append(stage)
             record[stage] = now
             continue
+        unrecorded = [key for key in declared_files(recipe, stage)
+                      if key in now.get("inputs", {}) and key not in (then.get("inputs") or {})]
+        if unrecorded:  # digested since the SAND that computed the stage: compared on everything else
+            then = {**then, "inputs": {**(then.get("inputs") or {}), **{k: now["inputs"][k] for k in unrecorded}}}
         versions = version_changes(then, now)
         diffs = [d for d in changes(then, now) if d not in versions]
         if diffs:
             raise InputsChanged(stale_message(recipe, rd, stage, diffs))
         found.new_versions += [f"{stage}: {v}" for v in versions]
-        if then is not recorded[stage]:  # an older format, checked: the current one, keeping the versions it saw
-            found.older_format.append(stage)
+        found.unrecorded_files += [f"{stage}: {key}" for key in unrecorded]
+        if then is not recorded[stage]:  # an older format or a file not digested then, checked: the current
+            if recorded[stage].get("v") != VERSION:  # format, keeping the plugin versions it saw
+                found.older_format.append(stage)
             record[stage] = {**now, "plugins": then["plugins"]}
     for stage, now in record.items():
         rd.record_fingerprint(stage, now)
@@ -416,6 +456,15 @@ def older_format_note(stages: list[str]) -> str:
             f"v1, which also recorded settings that cannot change results (the ones marked speed only in `sand "
             f"components`) and synthesis slots the method never calls; they were checked on the rest and are "
             f"recorded in format v{VERSION} now")
+
+
+def unrecorded_files_note(entries: list[str]) -> str:
+    stages = sorted({e.split(": ")[0] for e in entries}, key=L.stage_rank)
+    files = sorted({e.split(": ", 1)[1] for e in entries})
+    return (f"{len(stages)} stage(s) of this run ({', '.join(stages)}) were computed by an older SAND that did not "
+            f"record the content of {', '.join(files)}, so whether that file changed since cannot be checked (if it "
+            f"did, redo them: `--redo-from {stages[0]}`); its digest is recorded now, and later edits will be "
+            "refused")
 
 
 def unreadable_note(stages: list[str]) -> str:

@@ -23,6 +23,7 @@ from sand_framework.app.fingerprint import (
     redo_from as redo_stages,
     unknown_note,
     unreadable_note,
+    unrecorded_files_note,
     versions_note,
 )
 from sand_framework.config import Recipe, load_recipe, validate
@@ -246,7 +247,8 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             ctx.console.print(said, markup=False, highlight=False)
                         found = check_resume(recipe, rd, registries, plugins)
                         for stages, note in ((found.unknown, unknown_note), (found.older_format, older_format_note),
-                                             (found.unreadable, unreadable_note)):
+                                             (found.unreadable, unreadable_note),
+                                             (found.unrecorded_files, unrecorded_files_note)):
                             if stages:
                                 log.info(note(stages))
                                 ctx.console.print(f"note: {note(stages)}", markup=False, highlight=False)

@@ -71,6 +71,19 @@ class Component(Generic[P]):
         return dataclasses.asdict(params)
 
     @classmethod
+    def input_files(cls, params: Any) -> dict[str, str]:
+        """The files or folders outside the run whose content this component's results depend on: the name of
+        the param that holds each (``"path"``) -> its path (a pair file, a game-data folder ...). Empty (the
+        default): none.
+
+        A param records only the *name* of a file; stage fingerprints record its *content*: every stage that
+        reads this component's slot digests each path declared here (as the expert file named by ``data.path``
+        is digested), so ``sand run --resume`` refuses (exit 3) a run whose file was edited after a stage read
+        it, and ``sand sweep`` never adopts such a stage. Declare every file whose content changes what the
+        component computes; leave out what only makes it faster (a cache)."""
+        return {}
+
+    @classmethod
     def agent_token_budget(cls, params: Any) -> tuple[str, int] | None:
         """``(param name, tokens)``: how much the *agent* may write per turn when this component samples it.
 

@@ -46,7 +46,8 @@ class PairsFileMethod(Method["PairsFileMethod.Params"]):
     description = "train on preference pairs read from a file (TRL JSONL or ETO's construct_preference.py output)"
     produces = "preference"
     uses = ()
-    """No other slot: the pairs come from the file (its content is in every unit, ``file_sha256``)."""
+    """No other slot: the pairs come from the file (its content is in every unit, ``file_sha256``, and in the
+    stages' fingerprints: :meth:`input_files`)."""
 
     @dataclass
     class Params:
@@ -73,6 +74,11 @@ class PairsFileMethod(Method["PairsFileMethod.Params"]):
             except SandError as exc:
                 return [f"path: {exc}; check it with `sand data check-pairs {self.path}`"]
             return []
+
+    @classmethod
+    def input_files(cls, params: "PairsFileMethod.Params") -> dict[str, str]:
+        """The pair file: the stages are computed from its content, so editing it refuses a resume."""
+        return {"path": params.path} if params.path else {}
 
     def _pairs(self, tools: MethodTools) -> tuple[list[PreferencePair], str]:
         cache = tools.shared.get("pairs_file")
