@@ -53,7 +53,7 @@ def test_the_settings_it_names_speed_only_are_marked(section, registries):
 
 def test_the_settings_it_says_stay_fingerprinted_are_not_marked(section, registries):
     kept = keys(section.split("stay fingerprinted")[1].split(")")[0])
-    assert kept == ["run.synthesis_batch", "executor.max_parallel", "policy.batch_size"]
+    assert kept == ["run.synthesis_batch", "policy.batch_size"]
     assert [k for k in kept if marked(k, registries)] == []
 
 

@@ -114,7 +114,7 @@ def test_an_eto_synthesis_stage_ignores_the_critic_and_a_sand_one_does_not():
         eto = stage_inputs(recipe("method=eto"), stage)
         assert {"critic", "sampler", "detector", "synthesizer"}.isdisjoint(eto) and "executor" in eto, stage
         assert stage_inputs(recipe("method=eto", *edit), stage) == eto, stage
-        assert stage_inputs(recipe("method=eto", "executor.max_parallel=3"), stage) != eto, stage
+        assert stage_inputs(recipe("method=eto", "executor.temperature=0.5"), stage) != eto, stage
         sand = stage_inputs(recipe(), stage)
         assert {"critic", "sampler", "detector", "synthesizer", "executor", "policy"} <= set(sand), stage
         assert stage_inputs(recipe("critic.max_new_tokens=7"), stage) != sand, stage

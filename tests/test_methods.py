@@ -159,6 +159,32 @@ def test_explore_results_do_not_depend_on_the_other_tasks_in_the_call(world, twx
     assert policy.calls[0][1] == 4  # waves of max_parallel across the groups
 
 
+def test_explorations_do_not_depend_on_the_wave_size(world, twx):
+    """``executor.max_parallel`` only splits a seed group into waves: an episode's seed is its place in the group
+    (it was its place in its wave under a seed of the wave, so one run seed gave other episodes with other waves)."""
+    trajs = experts(twx)
+    sp = SamplingParams(temperature=1.0, max_new_tokens=16, seed=5)
+    reqs = [ExploreRequest(t, seed=100 + i) for i, t in enumerate(trajs) for _ in range(5)]
+    played = {n: [e.trajectory.to_dict() for e in explore(reqs, twx, ScriptedPolicy(), sp, pool=pool(world),
+                                                          max_parallel=n)]
+              for n in (None, 1, 2, 4)}
+    assert played[1] == played[2] == played[4] == played[None]
+    assert len({json.dumps(e["steps"]) for e in played[1][:5]}) > 1  # the group's samples still differ
+
+
+def test_explorations_on_the_real_model_do_not_depend_on_max_parallel(world, policy):
+    """Sampled explorations (two tasks, a seed group of 4 each, as RFT's ``k``) with the tiny-random model through
+    the transformers backend: the same episodes whether 1 or 4 play at a time, so ``executor.max_parallel``
+    changes only the speed of a method's explorations."""
+    env = world[0]
+    sp = SamplingParams(temperature=1.0, max_new_tokens=12, seed=5)
+    reqs = [ExploreRequest(t, seed=200 + i, max_steps=2) for i, t in enumerate(experts(env)[:2]) for _ in range(4)]
+    played = {n: [e.trajectory.to_dict() for e in explore(reqs, env, policy, sp, pool=pool(world), max_parallel=n)]
+              for n in (1, 4)}
+    assert played[1] == played[4]
+    assert len({json.dumps(e["steps"]) for e in played[1][:4]}) > 1  # the group's samples differ
+
+
 # ---------------------------------------------------------------------- RFT
 
 

@@ -315,7 +315,8 @@ def test_stage_inputs_is_the_one_definition_reuse_imports():
     ("trainer.save_steps=7", "trainer.max_steps=3", "train/iter0"),
     ("trainer.save_total_limit=5", "trainer.max_length=512", "train/iter0"),
     ("trainer.keep_checkpoints=true", "trainer.weight_decay=0.1", "train/iter0"),
-    ("executor.max_concurrency=4", "executor.max_parallel=3", "synth/iter1"),
+    ("executor.max_concurrency=4", "executor.max_rollout_steps=1", "synth/iter1"),
+    ("executor.max_parallel=3", "executor.verify_replay=false", "synth/iter1"),
     ("executor.rollout_mode=async", "executor.temperature=0.5", "synth/iter1"),
     ("evaluator.rollout_mode=async", "evaluator.max_new_tokens=60", "eval"),
     ("evaluator.max_concurrency=2", "evaluator.max_steps=3", "eval"),
@@ -334,6 +335,22 @@ def test_a_speed_only_edit_resumes_and_a_result_edit_beside_it_is_refused(finish
     key = result.split("=")[0]
     assert f"since stage {stage!r} was computed" in str(info.value) and f"{key}: " in str(info.value)
     assert speed.split("=")[0] not in str(info.value)
+
+
+def test_a_setting_marked_speed_only_since_a_stage_was_fingerprinted_resumes(finished, plugins, tmp_path):
+    """A format-2 record made before ``executor.max_parallel`` was marked speed only holds it: it is set aside like
+    a format-1 record's speed-only settings (no note: nothing else changed) and the record rewritten without it,
+    while a result edit beside it is still refused."""
+    rd = copy_of(finished, tmp_path)
+    state = json.loads((rd.path / L.STATE).read_text())
+    for stage in STAGES[2:]:
+        state["fingerprints"][stage]["recipe"]["executor"]["max_parallel"] = 8
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    assert check_resume(recipe_of(plugins, ["executor.max_parallel=3"]), rd, plugins[1], plugins[0]) == ResumeCheck()
+    assert "max_parallel" not in rd.fingerprint("synth/iter1")["recipe"]["executor"]
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    with pytest.raises(InputsChanged, match=r"stage 'synth/iter1'.*executor\.verify_replay: True then, False now"):
+        check_resume(recipe_of(plugins, ["executor.verify_replay=false"]), rd, plugins[1], plugins[0])
 
 
 def test_every_speed_only_setting_is_left_out_of_every_stage(plugins):

@@ -10,7 +10,7 @@ from annotated_types import Ge, Gt, Interval
 from sand_framework import hookimpl
 from sand_framework.components import Environment, Executor, Policy, RolloutRequest
 from sand_framework.components.environment import MAX_EPISODE_STEPS
-from sand_framework.config.paramdoc import ENV_WORKERS, FAULTS, LOGGING, SCHEDULING
+from sand_framework.config.paramdoc import ENV_WORKERS, FAULTS, LOGGING, SCHEDULING, SpeedOnly
 from sand_framework.rollout import EnvPool, Episode, act_all, derive_seed
 from sand_framework.errors import ReplayMismatch
 from sand_framework.prompting import trajectory_chat
@@ -49,8 +49,12 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
         verify_replay: bool = True
         """Check that replaying the expert prefix gives back its recorded observations (a mismatch stops the
         rollout with :class:`ReplayMismatch` instead of branching from another state)."""
-        max_parallel: Annotated[int, Interval(ge=1, le=4096)] = 8
-        """Environments (branches) advanced together, at most 4096; more requests run in successive waves."""
+        max_parallel: Annotated[int, Interval(ge=1, le=4096), SpeedOnly(
+            "only how many episodes are positioned and played at once: an executor rollout's seed comes from its "
+            "place in the call, a method's exploration's from its place in its seed group, never from its wave "
+            "(tests/test_methods.py), up to a batched forward's float rounding")] = 8
+        """Environments (branches) advanced together, at most 4096; more requests run in successive waves (as do a
+        method's explorations on this executor's pool)."""
         rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"
         """``lockstep``: per depth one batched model call for all live branches, then one parallel environment
         step; ``async``: each branch submits its next turn as soon as its environment answers (the engine batches

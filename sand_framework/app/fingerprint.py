@@ -286,16 +286,18 @@ def _without(mapping: dict[str, Any], paths: list[tuple[str, ...]]) -> dict[str,
 
 def comparable(then: dict[str, Any], recipe: Recipe, stage: str, now: dict[str, Any]) -> dict[str, Any] | None:
     """A recorded fingerprint ``then`` as the current format records it, to compare with ``now`` (the stage's
-    fingerprint for ``recipe`` now): as recorded when it is of version :data:`VERSION`; a version-1 record
-    without what version 2 no longer records (the speed-only settings and the synthesis slots the method does
-    not use, worked out from ``recipe`` as version 1 would have recorded it) and with only the plugins ``now``
-    names; None for a format this SAND cannot read."""
+    fingerprint for ``recipe`` now): a version-1 record without what version 2 no longer records (the speed-only
+    settings and the synthesis slots the method does not use, worked out from ``recipe`` as version 1 would have
+    recorded it) and with only the plugins ``now`` names; a record of version :data:`VERSION` as recorded, less
+    the settings marked speed only since it was recorded (``executor.max_parallel``: a copy without them, which
+    the caller records in their place); None for a format this SAND cannot read."""
     version = then.get("v")
-    if version == VERSION:
-        return then
-    if version != 1 or not isinstance(then.get("recipe"), dict):
+    if version not in (1, VERSION) or not isinstance(then.get("recipe"), dict):
         return None
     dropped = _removed(_plain(_stage_inputs(recipe, stage, 1)), now.get("recipe", {}))
+    if version == VERSION:
+        kept = _without(then["recipe"], dropped)
+        return then if kept == then["recipe"] else {**then, "recipe": kept}
     plugins = {p: v for p, v in (then.get("plugins") or {}).items() if p in now.get("plugins", {})}
     return {**then, "v": VERSION, "recipe": _without(then["recipe"], dropped), "plugins": plugins}
 

@@ -16,16 +16,19 @@ executor's own rollouts do.
 
 Sampling seeds and batching: every sampled turn carries its own seed (the
 episode's seed, ``derive_seed(group seed, "episode", i)`` for the ``i``-th
-request of its wave, and the turn index: :func:`~sand_framework.rollout.episodes.turn_seed`).
+request of its seed group, and the turn index: :func:`~sand_framework.rollout.episodes.turn_seed`).
 With ``group_by_seed`` (the default) the requests that carry the same ``seed``
 are played together and apart from the others, so an episode's result depends
 only on its own request and its seed group — not on which other tasks happen
 to be in the batch (what makes a method's units identical after a resume that
 redoes part of a batch) — and, for backends that seed per request
-(``SamplingParams.seeds``), not on the rollout mode: ``mode="async"``
-(:func:`~sand_framework.rollout.asynchronous.run_async`) gives the same
-episodes as lock-step. Greedy decoding (``temperature == 0``) ignores seeds and
-is always played in one group.
+(``SamplingParams.seeds``), neither on the rollout mode (``mode="async"``,
+:func:`~sand_framework.rollout.asynchronous.run_async`, gives the same
+episodes as lock-step) nor on ``max_parallel``: a group larger than a wave is
+played in several waves, but an episode's seed is its position in the group,
+not in its wave, so the waves change only how many episodes run at once (up to
+a batched forward's float rounding). Greedy decoding (``temperature == 0``)
+ignores seeds and is always played in one group.
 """
 
 from __future__ import annotations
@@ -121,9 +124,10 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
             wave = len(idx) if not max_parallel else max(1, max_parallel)
             for w in range(0, len(idx), wave):
                 part = idx[w:w + wave]
-                seed = None if group_seed is None else (group_seed if w == 0 else derive_seed(group_seed, "wave", w))
-                for i, res in zip(part, _play([requests[i] for i in part], env, policy, sampling, seed, pool, role,
-                                              verify_replay, mode, max_concurrency)):
+                # the episodes' seeds are their positions in the group (w + k), never the wave's: max_parallel
+                # changes only how many play at once
+                for i, res in zip(part, _play([requests[i] for i in part], env, policy, sampling, group_seed, pool,
+                                              role, verify_replay, mode, max_concurrency, first=w)):
                     out[i] = res
     finally:
         if own_pool:
@@ -133,7 +137,9 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
 
 def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, sampling: SamplingParams,
           seed: int | None, pool: EnvPool, role: Role, verify: bool, mode: str = "lockstep",
-          max_concurrency: int | None = None) -> list[Exploration]:
+          max_concurrency: int | None = None, first: int = 0) -> list[Exploration]:
+    """One wave: ``requests`` are the seed group's (``seed``) requests ``first``, ``first + 1`` ...; the ``i``-th
+    of the group plays with seed ``derive_seed(seed, "episode", i)``, whichever wave it is in."""
     handles = pool.take(len(requests))
     prefixes = [replayable(r.trajectory.steps[:r.prefix]) for r in requests]
     positioned = pool.replay_all([
@@ -165,7 +171,7 @@ def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, samp
             continue
         episode = Episode(env=h, chat=trajectory_chat(traj, upto=len(traj.steps)), steps_left=cap - req.prefix,
                           reward=traj.reward, success=traj.success,
-                          seed=None if seed is None else derive_seed(seed, "episode", k))
+                          seed=None if seed is None else derive_seed(seed, "episode", first + k))
         live.append((ex, episode))
     if live:
         sp = SamplingParams(temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens, seed=seed)
