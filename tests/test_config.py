@@ -285,7 +285,9 @@ def test_doubling_interpolations_are_bounded(tmp_path):
     t0 = time.time()
     with pytest.raises(RecipeError, match="more than 65,536 characters"):
         load_recipe(str(tmp_path / "r.yaml"))
-    assert time.time() - t0 < 5
+    # The match above is the check (the size guard fired); unguarded, 2**40 characters would never finish. The bound
+    # only turns such a regression into a failure instead of a hang: it is not a speed claim (loaded machines vary).
+    assert time.time() - t0 < 120
 
 
 def test_recipe_plugin_code_needs_an_explicit_opt_in(tmp_path, monkeypatch):
