@@ -165,3 +165,28 @@ def test_an_edited_recipe_is_refused_and_redo_from_redoes_only_that_stage_and_la
     for model in ("sft", "final"):
         assert len((run / f"eval/{model}/unseen.units.jsonl").read_text().splitlines()) == 2
     assert json.loads((run / "metrics.json").read_text())["eval"]["final"]["unseen"]["tasks"] == 2
+
+
+def test_a_stop_raised_inside_a_finalizer_prints_no_traceback(monkeypatch):
+    """A stop that lands in a finalizer (py4j's ``__del__`` during a run's shutdown) is raised again outside it, so
+    the "Exception ignored in ..." traceback Python would print for it is dropped; any other exception a finalizer
+    raises is still reported."""
+    from sand_framework.app.runner import stop_on_signals
+    from sand_framework.errors import RunStopped
+
+    seen: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+
+    class Dies:
+        def __init__(self, exc: BaseException):
+            self.exc = exc
+
+        def __del__(self):
+            raise self.exc
+
+    with stop_on_signals():
+        Dies(RunStopped(signal.SIGTERM))
+        Dies(ValueError("a finalizer's own bug"))
+    assert [type(e) for e in seen] == [ValueError]
+    Dies(RunStopped(signal.SIGTERM))  # outside a run the hook is the caller's again
+    assert [type(e) for e in seen] == [ValueError, RunStopped]

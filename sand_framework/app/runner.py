@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -184,13 +185,30 @@ def stop_on_signals() -> Iterator[None]:
         return
     _STOP = stop = _Stop()
     old = {s: signal.signal(s, stop.handler) for s in STOP_SIGNALS}
+    old_hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_stop_in_finalizer(old_hook)
     try:
         yield
     finally:
         stop.caught.set()
         for s, handler in old.items():
             signal.signal(s, handler)
+        sys.unraisablehook = old_hook
         _STOP = None
+
+
+def _quiet_stop_in_finalizer(hook: Any) -> Any:
+    """A stop raised inside a finalizer (py4j's and TextWorld-Express's ``__del__``) is lost and raised again
+    (:data:`RAISE_AGAIN_S`), so Python's "Exception ignored in ..." traceback for it is noise on the console of a
+    run that stops cleanly: drop that one kind, pass every other unraisable exception on."""
+
+    def quiet(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, RunStopped):
+            log.debug("stop raised inside %r: raised again outside it", unraisable.object)
+            return
+        hook(unraisable)
+
+    return quiet
 
 
 def _caught(exc: RunStopped) -> RunStopped:
