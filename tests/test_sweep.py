@@ -629,3 +629,45 @@ def test_an_arm_that_retrains_from_the_base_model_adopts_the_synthesis_but_not_t
     with pytest.raises(RunDirError, match=r"train/iter1.*run\.train_from: 'previous' there, 'base' here"):
         reuse_stages(rd, recipe, source, reopen(source)[0], ["train/iter1"])
     assert not rd.stage_done("train/iter1")
+
+
+def test_a_repeated_stop_counts_once_a_second_is_passed_on_and_a_third_kills(tmp_path):
+    """What docs/experiments.md says of further signals: a stop repeated within REPEAT_S is one stop (``timeout``
+    signals the command, then its group), a later one is passed on again, and the next one after that kills the
+    run (SIGKILL). The run here counts the SIGTERMs it gets and carries on."""
+    import threading
+
+    from sand_framework.sweep.runner import REPEAT_S, SweepStop
+
+    ready, count = tmp_path / "ready", tmp_path / "count"
+    child = ("import os, signal, time, pathlib\n"
+             f"n = 0\nout = pathlib.Path({str(count)!r})\n"
+             "def got(*_):\n    global n\n    n += 1\n    out.write_text(str(n))\n"
+             "signal.signal(signal.SIGTERM, got)\n"
+             f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+             "while True:\n    time.sleep(0.05)\n")
+    stop, rc = SweepStop(), []
+    worker = threading.Thread(target=lambda: rc.append(stop.run([sys.executable, "-c", child], os.environ.copy())))
+    worker.start()
+
+    def counted(n: int) -> bool:
+        deadline = time.time() + 30
+        while not (count.exists() and count.read_text() == str(n)) and time.time() < deadline:
+            time.sleep(0.05)
+        return count.exists() and count.read_text() == str(n)
+
+    try:
+        deadline = time.time() + 60
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        t = time.monotonic()
+        stop.received += [(signal.SIGTERM, t), (signal.SIGTERM, t + REPEAT_S / 5)]  # one stop delivered twice
+        assert counted(1)
+        stop.received.append((signal.SIGTERM, t + 2 * REPEAT_S))
+        assert counted(2)
+        stop.received.append((signal.SIGTERM, t + 4 * REPEAT_S))
+        worker.join(30)
+        assert rc == [-signal.SIGKILL] and count.read_text() == "2"
+    finally:
+        if worker.is_alive() and ready.exists():
+            os.kill(int(ready.read_text()), signal.SIGKILL)
