@@ -9,15 +9,15 @@ classes in :mod:`sand_framework.components` and the data they exchange):
 :data:`CONTRACT_VERSION` is the ``MAJOR.MINOR`` of :data:`__version__`, bumped with
 every change a plugin can notice, and CHANGELOG.md says what changed and how to
 migrate. A plugin module may declare the contracts it supports with a
-module-level ``sand_contract = ">=0.2,<0.3"`` (a PEP 440 specifier); SAND
+module-level ``sand_contract = ">=0.3,<0.4"`` (a PEP 440 specifier); SAND
 refuses to load it under a contract outside that range, naming both.
 """
 
 import pluggy
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
-CONTRACT_VERSION = "0.2"
+CONTRACT_VERSION = "0.3"
 """The plugin contract this SAND implements (``MAJOR.MINOR`` of ``__version__``; see docs/writing-plugins.md,
 "The contract and its versions"). Before 1.0 a minor bump may rename a hook argument or method; the old name then
 keeps working, with a ``DeprecationWarning`` naming the new one, for at least one more minor release."""

@@ -21,7 +21,8 @@ passes only those it asks for). Three groups:
 Renamed arguments keep working for at least one minor release: the lifecycle
 hooks still accept the 0.1 name ``context`` (a read-only stand-in, see
 :class:`~sand_framework.lifecycle.LegacyContext`) with a ``DeprecationWarning``
-at load naming ``run``; it goes in 0.3.
+at load naming ``run``; it is kept in 0.3 and removed in 0.4
+(:data:`CONTEXT_REMOVED_IN`).
 
 The kinds and their hook names are declared in
 :mod:`sand_framework.components.declared`; each ``sand_register_<kinds>`` spec
@@ -42,13 +43,19 @@ hookspec = pluggy.HookspecMarker("sand")
 
 Register = Callable[[type], None]
 
+CONTEXT_REMOVED_IN = "0.4"
+"""The contract without the deprecated lifecycle argument ``context`` (0.2.0 announced 0.3; 0.3 kept it, so that a
+plugin written for 0.1 still runs). docs/hooks.md, "Versions and deprecations", says the same (a test holds them)."""
+
 CONTEXT_RENAMED = ("the lifecycle hooks' argument `context` was renamed `run` in sand-framework 0.2 (a frozen "
                    "sand_framework.lifecycle.RunInfo: name, path, recipe, iteration, iterations, resumed, started); "
-                   "`context` is a read-only stand-in until 0.3: rename the argument to `run`")
+                   f"`context` is a read-only stand-in, kept in 0.3 and removed in {CONTEXT_REMOVED_IN}: rename the "
+                   "argument to `run`")
 """The deprecation every lifecycle implementation that asks for ``context`` is warned with, at load."""
 
 DEPRECATED_ARGS: dict[str, str] = {"context": "run"}
-"""Lifecycle hook argument -> the name that replaced it (both are passed; ``context`` goes in 0.3)."""
+"""Lifecycle hook argument -> the name that replaced it (both are passed; ``context`` goes in
+:data:`CONTEXT_REMOVED_IN`)."""
 
 
 def _lifecycle() -> Any:
@@ -167,7 +174,7 @@ _LIFECYCLE_RULES = """
 
     :param run: a frozen :class:`~sand_framework.lifecycle.RunInfo` taken when the hook is called.
     :param context: deprecated (0.1's name of ``run``): a read-only stand-in; asking for it warns at load.
-        Removed in 0.3.
+        Kept in 0.3, removed in 0.4.
 
     Called during ``sand run``, in the main process, through pluggy: plain implementations last-registered
     first (third-party plugins before the built-ins), inside any ``wrapper=True`` / ``hookwrapper=True``

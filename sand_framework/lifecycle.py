@@ -83,7 +83,7 @@ class _RunDirView:
 
 
 class LegacyContext:
-    """What a 0.1 observer gets as ``context`` (deprecated; removed in 0.3): read-only, never the live run.
+    """What a 0.1 observer gets as ``context`` (deprecated; kept in 0.3, removed in 0.4): read-only, never the live run.
 
     0.1 passed the live ``RunContext``. The stand-in keeps what an observer used to read: every
     :class:`RunInfo` field (``context.name``, ``context.path`` ...), ``context.run_dir.path`` and

@@ -18,7 +18,7 @@ on. Functions that look like hooks but are not (a misspelt name, a missing
 ``@hookimpl``) are never called, so they are reported as warnings.
 
 The contract (:data:`sand_framework.CONTRACT_VERSION`): a plugin module may
-declare the contracts it supports (``sand_contract = ">=0.2,<0.3"``); outside
+declare the contracts it supports (``sand_contract = ">=0.3,<0.4"``); outside
 that range it is refused (exit 2). A lifecycle observer that asks for a renamed
 argument (``context``) loads with a ``DeprecationWarning`` naming the new one;
 one whose arguments the spec does not have is disabled with a warning, and the
@@ -185,6 +185,12 @@ class _Manager(pluggy.PluginManager):
         return super().parse_hookimpl_opts(plugin, name)
 
 
+def _next_minor(version: str) -> str:
+    """``"0.3"`` -> ``"0.4"``: the first contract a plugin made for ``version`` cannot assume it supports."""
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
 def check_contract(module: Any, name: str) -> str | None:
     """The contract range ``module`` declares (``sand_contract``), refused when it excludes this SAND's."""
     declared = getattr(module, "sand_contract", None)
@@ -196,7 +202,7 @@ def check_contract(module: Any, name: str) -> str | None:
         ok = CONTRACT_VERSION in SpecifierSet(str(declared))
     except InvalidSpecifier:
         raise PluginLoadError(f"plugin {name!r} declares sand_contract = {declared!r}, which is not a version "
-                              "range (write e.g. '>=0.2,<0.3')") from None
+                              f"range (write e.g. '>={CONTRACT_VERSION},<{_next_minor(CONTRACT_VERSION)}')") from None
     if not ok:
         raise PluginLoadError(f"plugin {name!r} supports the SAND plugin contract {declared}, and this SAND "
                               f"(sand-framework {__version__}) implements contract {CONTRACT_VERSION}: install a "

@@ -56,6 +56,50 @@ def test_the_version_is_one_number_everywhere_and_the_contract_is_its_major_mino
     assert "Migrating from" in section[1].split("\n## [", 1)[0], "the release's section says how to migrate"
 
 
+def test_the_docs_state_this_contract_and_the_example_plugins_pins():
+    """hooks.md and writing-plugins.md say which contract this is and show the pins the example plugin has."""
+    hooks = (REPO / "docs" / "hooks.md").read_text(encoding="utf-8")
+    writing = (REPO / "docs" / "writing-plugins.md").read_text(encoding="utf-8")
+    assert f"This is plugin contract **{CONTRACT_VERSION}**" in hooks
+    assert f"`sand-framework {__version__} (plugin contract {CONTRACT_VERSION})`" in writing
+    init = (EXAMPLE / "sand_example" / "__init__.py").read_text(encoding="utf-8")
+    pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
+    contract = re.search(r'^sand_contract = "[^"]+"', init, re.MULTILINE).group(0)
+    dependency = re.search(r'^dependencies = \["sand-framework[^"]*"\]', pyproject, re.MULTILINE).group(0)
+    version = re.search(r'^version = "[^"]+"', pyproject, re.MULTILINE).group(0)
+    for doc, text in (("hooks.md", hooks), ("writing-plugins.md", writing)):
+        assert contract in text and dependency.split(" = ", 1)[1] in text, doc
+    assert dependency in writing and version in writing  # section 1's pyproject.toml is the example's
+
+
+def test_the_context_deprecation_says_when_it_goes_everywhere(caplog):
+    """0.2 deprecated the lifecycle argument ``context``; 0.3 keeps it (a 0.1 plugin still runs) and every place
+    that says when it goes (the warning, the docstrings, the docs, CHANGELOG) names the same contract."""
+    from packaging.version import Version
+
+    from sand_framework import hookspecs
+    from sand_framework.lifecycle import LegacyContext
+
+    removed = hookspecs.CONTEXT_REMOVED_IN
+    assert Version(removed) > Version(CONTRACT_VERSION), \
+        f"contract {CONTRACT_VERSION} was to drop `context` ({removed}): remove it, or extend it everywhere"
+    with pytest.warns(DeprecationWarning) as warned:
+        load_plugins(dirs=[str(LEGACY)])
+    said = [str(w.message) for w in warned if issubclass(w.category, DeprecationWarning)]
+    assert said and all(f"removed in {removed}: rename the argument to `run`" in s for s in said), said
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    release = changelog.split(f"## [{__version__}]", 1)[1].split("\n## [", 1)[0]
+    hooks = (REPO / "docs" / "hooks.md").read_text(encoding="utf-8")
+    (row,) = [line for line in hooks.splitlines() if line.startswith("| 0.2 | lifecycle argument `context`")]
+    texts = {"hookspecs": hookspecs.__doc__, "sand_run_end": sand_framework.hookspecs.sand_run_end.__doc__,
+             "LegacyContext": LegacyContext.__doc__, "hooks.md": row, "CHANGELOG.md": release,
+             "writing-plugins.md": (REPO / "docs" / "writing-plugins.md").read_text(encoding="utf-8")}
+    for where, text in texts.items():
+        flat = " ".join(text.split()).lower()
+        assert f"removed in {removed}" in flat, where
+        assert not re.search(rf"removed in (?!{re.escape(removed)}\b)\d", flat), where
+
+
 def test_version_option_shows_the_contract():
     from click.testing import CliRunner
 

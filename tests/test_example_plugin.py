@@ -77,9 +77,9 @@ def _plugins(site: Path | None, **env: str) -> dict[str, dict]:
 
 def test_plugins_lists_the_example_with_version_and_hooks(site):
     info = _plugins(site)["example"]
-    assert info == {"name": "example", "version": "0.1.0", "source": "entrypoint",
+    assert info == {"name": "example", "version": "0.2.0", "source": "entrypoint",
                     "hooks": ["sand_register_detectors", "sand_register_environments", "sand_register_methods"],
-                    "contract": ">=0.2,<0.3"}
+                    "contract": ">=0.3,<0.4"}
     assert "example" not in _plugins(None)  # not installed in the venv itself
 
 
@@ -154,7 +154,7 @@ def test_run_example_recipe_reaches_the_deliberate_branch(site, tmp_path):
     state = json.loads((run_dir / "state.json").read_text())["done"]
     assert state["expert"] == {"trajectories": 2, "successful": 2}
     plugins = {p["name"]: p for p in json.loads((run_dir / "plugins.json").read_text())["plugins"]}
-    assert plugins["example"]["version"] == "0.1.0"
+    assert plugins["example"]["version"] == "0.2.0"
     experts = [json.loads(line) for line in (run_dir / "expert" / "trajectories.units.jsonl").read_text().splitlines()]
     assert experts and all("lights:" in json.dumps(e) for e in experts)
 

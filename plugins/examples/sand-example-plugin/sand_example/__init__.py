@@ -14,9 +14,9 @@ from sand_example.detectors import MajorityMarginDetector
 from sand_example.lights import LightSwitchesEnv
 from sand_example.methods import SuccessfulReplayMethod
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-sand_contract = ">=0.2,<0.3"
+sand_contract = ">=0.3,<0.4"
 """The SAND plugin contracts this plugin is written for (``sand_framework.CONTRACT_VERSION``); SAND refuses to
 load it under another one, naming both. The package's dependency says the same to pip."""
 
