@@ -7,13 +7,14 @@ the step cap against its source, the GPU miniature's launch, and the time arithm
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from sand_framework.config import load_recipe, validate
+from sand_framework.config import SLOTS, load_recipe, validate
 
 REPO = Path(__file__).resolve().parent.parent
 GPU = (REPO / "docs" / "gpu.md").read_text()
@@ -88,3 +89,47 @@ def test_the_training_time_arithmetic_is_right():
     assert f"≈ {round(low)}–{round(high)} min" in GPU  # 4-7
     low, high = (8 * p * t / (peak * u) / 60 for u in (0.5, 0.3))
     assert f"≈ {int(low)}–{round(high)} min counting the recomputed forward" in GPU  # 5-9
+
+
+GPU_RECIPES = sorted(
+    p.relative_to(REPO / "recipes").with_suffix("").as_posix()
+    for pattern in ("paper/*.yaml", "baselines/paper/*.yaml", "repro/gpu/*.yaml", "ablations/alfworld-*.yaml",
+                    "ablations/sciworld-*.yaml")
+    for p in (REPO / "recipes").glob(pattern) if not p.name.startswith("_"))
+CPU_VARIANTS = sorted(p.relative_to(REPO / "recipes").with_suffix("").as_posix()
+                      for p in (REPO / "recipes" / "paper" / "cpu").glob("*.yaml") if not p.name.startswith("_"))
+
+
+def _rollout_modes(registries, recipe, overrides=()):
+    """``{slot: rollout_mode}`` of every slot of the composed recipe (``extends:``, overrides and swaps applied, as
+    ``sand config`` prints it) whose component has a ``rollout_mode``, its default where the recipe sets none."""
+    data, _ = load_recipe(str(recipe), list(overrides), registries=registries)
+    modes = {}
+    for slot in SLOTS:
+        node = data.get(slot) or {}
+        fields = {f.name: f for f in dataclasses.fields(registries[slot].get(node["name"]).Params)} if node else {}
+        if "rollout_mode" in fields:
+            modes[slot] = node.get("rollout_mode", fields["rollout_mode"].default)
+    return modes
+
+
+def test_the_gpu_recipes_roll_out_asynchronously_and_the_cpu_variants_in_lock_step(registries):
+    """docs/gpu.md: "Use `rollout_mode: async` on GPUs"; the GPU recipes (paper/_base.yaml) do, in every slot that
+    has one (the Best-of-N evaluator included), the sweeps' arms too; the CPU variants (paper/cpu/_cpu.yaml) keep
+    lock-step."""
+    assert len(GPU_RECIPES) >= 20 and {"paper/alfworld", "baselines/paper/alfworld-bon-judge",
+                                       "repro/gpu/sand"} <= set(GPU_RECIPES)
+    arms = [(REPO / "experiments" / arm["recipe"], arm.get("overrides", []))
+            for sweep in ("table1-gpu.yaml", "miniature-gpu.yaml")
+            for arm in yaml.safe_load((REPO / "experiments" / sweep).read_text())["arms"]]
+    for recipe, overrides in [(r, []) for r in GPU_RECIPES] + arms:
+        modes = _rollout_modes(registries, recipe, overrides)
+        assert {"executor", "evaluator"} <= set(modes) and set(modes.values()) == {"async"}, (recipe, modes)
+    assert _rollout_modes(registries, "baselines/paper/alfworld-bon-oracle")["evaluator"] == "async"
+    assert CPU_VARIANTS == ["paper/cpu/alfworld", "paper/cpu/sciworld"]
+    for recipe in CPU_VARIANTS:
+        modes = _rollout_modes(registries, recipe)
+        assert {"executor", "evaluator"} <= set(modes) and set(modes.values()) == {"lockstep"}, (recipe, modes)
+    assert "Use `rollout_mode: async` on GPUs." in GPU
+    back = "sand run paper/alfworld executor.rollout_mode=lockstep evaluator.rollout_mode=lockstep"
+    assert back in GPU and back in (REPO / "docs" / "scaling.md").read_text()
