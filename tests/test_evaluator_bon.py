@@ -1,6 +1,7 @@
 """Best-of-N at inference (evaluator ``best_of_n``): the oracle keeps the best reward, the judge path runs, all N
-samples' tokens are counted, results are deterministic across calls, batchings and a resumed evaluation, and the
-real path runs on TextWorld-Express with the tiny model."""
+samples' tokens are counted, results are deterministic across calls, batchings and a resumed evaluation, the tasks
+of one call are played together (and judged in one call) with the samples each gets alone, and the real path runs on
+TextWorld-Express with the tiny model."""
 
 from __future__ import annotations
 
@@ -109,8 +110,8 @@ def test_the_judge_keeps_what_the_base_model_prefers_and_never_reads_the_reward(
     policy = Judging(ACTIONS)
     ev = build(registries, n=5, scorer="judge", judge_mode=mode)
     results = ev.evaluate(env.tasks("unseen"), env, policy)
-    base_calls = [c for c in policy.calls if c[0] == "base"]
-    assert len(base_calls) == 6 and {c[1] for c in base_calls} == ({5} if mode == "score" else {1})
+    base_calls = [c for c in policy.calls if c[0] == "base"]  # one judge call for all 6 tasks' prompts
+    assert base_calls == [("base", 6 * 5 if mode == "score" else 6, 1)]
     for r in results:
         info = r.trajectory.meta["best_of_n"]
         assert info["scorer"] == "judge" and info["upper_bound"] is False
@@ -174,6 +175,58 @@ def test_deterministic_across_calls_batchings_and_a_resumed_evaluation(registrie
     assert _kept(other_seed.evaluate(tasks, env, ScriptedPolicy(ACTIONS))) != once
 
 
+def _full(results):
+    """Everything a task's result holds: the kept trajectory (its ``meta["best_of_n"]``: every sample's rewards,
+    actions, scores, the kept index, the token breakdown, unparsed replies) and the task's token counts."""
+    return [(r.trajectory.to_dict(), r.prompt_tokens, r.completion_tokens) for r in results]
+
+
+SCORERS = [("oracle", "score"), ("judge", "score"), ("judge", "pick")]
+
+
+@pytest.mark.parametrize("mode", ["lockstep", "async"])
+@pytest.mark.parametrize("scorer,judge_mode", SCORERS)
+def test_tasks_of_one_call_are_played_together_with_the_samples_each_gets_alone(registries, env, scorer,
+                                                                                 judge_mode, mode):
+    """[a, b, c] in one call: their 3 x 5 episodes share the agent's calls (lock-step: the first depth is one
+    call of 15 chats; async: up to max_concurrency in flight) and their judge prompts one call, and each task's
+    result (kept sample, scores, rewards, tokens, unparsed count) is the one it gets evaluated alone: the fake
+    policy honours per-chat seeds, as the built-in backends do."""
+    tasks = ["field-0", "field-1", "field-4"]
+    params = dict(n=5, scorer=scorer, judge_mode=judge_mode, rollout_mode=mode, max_concurrency=4)
+    together_policy = Judging(ACTIONS)
+    together = build(registries, **params).evaluate(tasks, env, together_policy)
+    alone = [r for t in tasks for r in build(registries, **params).evaluate([t], env, Judging(ACTIONS))]
+    assert [r.trajectory.task_id for r in together] == tasks
+    assert _full(together) == _full(alone)
+    assert len({tuple(map(tuple, r.trajectory.meta["best_of_n"]["actions"])) for r in together}) == 3
+    agent_calls = [c[1] for c in together_policy.calls if c[0] == "agent"]
+    if mode == "lockstep":
+        assert agent_calls[0] == 15  # every task's 5 episodes in the first depth's call
+    else:
+        assert sum(agent_calls) == sum(len(s) for r in together for s in r.trajectory.meta["best_of_n"]["actions"])
+    judge_calls = [c for c in together_policy.calls if c[0] == "base"]
+    assert judge_calls == ([] if scorer == "oracle" else [("base", 15 if judge_mode == "score" else 3, 1)])
+
+
+def test_play_takes_one_seed_per_episode(registries, env):
+    """``play(..., seeds=)``: episode i samples with seeds[i]; without it the seeds derive from sampling.seed and
+    the position, as before (the greedy evaluator's path)."""
+    from sand_builtins.best_of_n import episode_seeds, task_seed
+
+    ev = build(registries, n=3, scorer="oracle")
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=16, seed=task_seed(0, "field-1"))
+    derived = ev.play(["field-1"] * 3, env, ScriptedPolicy(ACTIONS), sampling)
+    given = ev.play(["field-1"] * 3, env, ScriptedPolicy(ACTIONS), SamplingParams(temperature=1.0, max_new_tokens=16),
+                    seeds=episode_seeds(0, "field-1", 3))
+    assert _full(given) == _full(derived)
+    reordered = ev.play(["field-1"] * 3, env, ScriptedPolicy(ACTIONS), sampling,
+                        seeds=episode_seeds(0, "field-1", 3)[::-1])
+    assert [r.trajectory.actions for r in reordered] == [r.trajectory.actions for r in derived][::-1]
+    with pytest.raises(ValueError, match="2 seeds for 3 episodes"):
+        ev.play(["field-1"] * 3, env, ScriptedPolicy(ACTIONS), sampling, seeds=[1, 2])
+
+
 def test_validation_refuses_a_bad_scorer(registries):
     from sand_framework.config import load_recipe, validate
     from sand_framework.errors import RecipeError
@@ -186,19 +239,29 @@ def test_validation_refuses_a_bad_scorer(registries):
 
 
 def test_real_path_on_textworld_express_with_the_tiny_model(registries, policy, twx):
-    ev = registries.build("evaluator", "best_of_n", {"n": 2, "scorer": "judge", "max_new_tokens": 8,
-                                                     "max_steps": 2, "judge_max_new_tokens": 4})
+    """The transformers policy (per-row seeded sampling) on the tiny random model: three tasks in one call give each
+    task the result it gets alone, for the oracle and for the judge in both modes (same episodes in all three)."""
+    tasks = twx.tasks("unseen")[:3]
+    evs = {(scorer, mode): registries.build("evaluator", "best_of_n", {
+        "n": 2, "scorer": scorer, "judge_mode": mode, "max_new_tokens": 8, "max_steps": 2,
+        "judge_max_new_tokens": 4}) for scorer, mode in SCORERS}
+    shared = evs[SCORERS[0]].pool(twx)
+    for ev in evs.values():  # one set of warm environments (JVMs) for all three, as one evaluator keeps across calls
+        ev._pools[id(twx)] = shared
     try:
-        tasks = twx.tasks("unseen")[:2]
-        results = ev.evaluate(tasks, twx, policy)
-        again = ev.evaluate(tasks[1:], twx, policy)
+        together = {k: ev.evaluate(tasks, twx, policy) for k, ev in evs.items()}
+        alone = {k: [r for t in tasks for r in ev.evaluate([t], twx, policy)] for k, ev in evs.items()}
     finally:
-        ev.close()
-    assert [r.trajectory.task_id for r in results] == tasks
-    for r in results:
-        info = r.trajectory.meta["best_of_n"]
-        assert len(info["rewards"]) == 2 and 1 <= len(r.trajectory.steps) <= 2
-        assert r.prompt_tokens == info["sample_prompt_tokens"] + info["judge_prompt_tokens"] > 0
-    assert _kept(again) == _kept(results[1:])
-    metrics = ev.aggregate(results)
-    assert metrics["tasks"] == 2 and metrics["scorer"] == "judge"
+        evs[SCORERS[0]].close()
+    for key, results in together.items():
+        assert [r.trajectory.task_id for r in results] == tasks
+        assert _full(results) == _full(alone[key]), key
+        for r in results:
+            info = r.trajectory.meta["best_of_n"]
+            assert len(info["rewards"]) == 2 and 1 <= len(r.trajectory.steps) <= 2
+            assert r.prompt_tokens == info["sample_prompt_tokens"] + info["judge_prompt_tokens"] > 0
+            assert (info["judge_prompt_tokens"] > 0) == (key[0] == "judge")
+    actions = {k: [r.trajectory.meta["best_of_n"]["actions"] for r in v] for k, v in together.items()}
+    assert actions[("oracle", "score")] == actions[("judge", "score")] == actions[("judge", "pick")]
+    metrics = evs[("judge", "score")].aggregate(together[("judge", "score")])
+    assert metrics["tasks"] == 3 and metrics["scorer"] == "judge"

@@ -7,17 +7,32 @@ per task and one trajectory is kept. What keeps it is the ``scorer``:
   deployed agent never sees the reward, so this is an **UPPER BOUND** on any Best-of-N with a learnt scorer
   (it is pass@N); its metrics say so (``best_of_n.upper_bound``).
 * ``judge`` — the frozen base model (``role="base"``, greedy) reads each sample's actions and observations and
-  scores it from 0 to 10 (``judge_mode: score``, one call per sample), or reads all N and names the best
-  (``judge_mode: pick``, one call per task). It sees what a deployed agent sees, never the reward. AgentRM
+  scores it from 0 to 10 (``judge_mode: score``, one prompt per sample), or reads all N and names the best
+  (``judge_mode: pick``, one prompt per task). It sees what a deployed agent sees, never the reward. AgentRM
   trains a reward model for this; the base model is the scorer this framework has without training one.
 
 Cost (the paper's Table 3): a task's ``prompt_tokens`` and ``completion_tokens`` are the sum over all N
 episodes plus the judge's calls, since a deployment pays for all of them; the breakdown is in the kept
 trajectory's ``meta["best_of_n"]``.
 
-Determinism: each task's N episodes run as one lock-step batch of their own, seeded from ``seed`` and the task
-id, so a task's samples do not depend on which other tasks share the engine's evaluation batch, and a resumed
-evaluation matches an uninterrupted one (the judge is greedy).
+Batching: :meth:`BestOfNEvaluator.evaluate` plays the N episodes of every task it is given (the engine's
+evaluation batch, ``eval.batch_size`` tasks) in one rollout: ``len(task_ids) * n`` episodes, advanced in
+lock-step (one batched model call per depth for all of them) or, with ``rollout_mode: async``, up to
+``max_concurrency`` at a time; each episode holds one of the evaluator's warm environments while it runs, so the
+evaluator keeps ``eval.batch_size * n`` of them. The judge's prompts of all those tasks then go in one
+``generate`` call, and the results are split back per task.
+
+Determinism: episode ``j`` of task ``t`` samples with its own seed, ``derive_seed(task_seed(seed, t), "episode",
+j)`` (:func:`episode_seeds`; each turn ``turn_seed`` of it, sent as that chat's ``SamplingParams.seeds`` entry),
+whichever tasks share the call, and the judge is greedy. With a policy that honours per-chat seeds a task's
+samples, kept episode and scores are therefore those it gets evaluated alone, whatever ``eval.batch_size``,
+``rollout_mode`` or ``max_concurrency`` are, and a resumed evaluation matches an uninterrupted one (up to the
+floating-point noise of a bigger batch, which can in rare cases flip a sampled token or a greedy judge's reply,
+as for the greedy evaluator's ``eval.batch_size``). The built-in backends do: ``transformers`` (a generator per
+row), ``vllm`` (a seed per request) and ``openai`` (each chat's seed sent with its request: a vLLM server honours
+it, up to what requests sharing its batch do to each other's numerics without batch invariance; a server that
+ignores ``seed`` repeats nothing, whatever the grouping). A policy that seeds only per call
+(``SamplingParams.seed``) makes a task's samples depend on which tasks share its evaluation batch.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from sand_framework.components import Environment, Policy, TaskResult
 from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.config.paramdoc import SCHEDULING
 from sand_framework.metrics import aggregate_results
+from sand_framework.rollout import derive_seed
 from sand_framework.types import SamplingParams, Trajectory
 
 from sand_builtins.evaluators import GreedyEvaluator
@@ -66,6 +82,14 @@ ORACLE_NOTE = ("UPPER BOUND: the oracle scorer keeps the sample with the best en
 def task_seed(seed: int, task_id: str) -> int:
     """The sampling seed of one task's N episodes: stable across resumes and batchings."""
     return int(hashlib.sha256(f"best_of_n/{seed}/{task_id}".encode()).hexdigest()[:8], 16)
+
+
+def episode_seeds(seed: int, task_id: str, n: int) -> list[int]:
+    """The sampling seeds of one task's N episodes: episode ``j``'s is ``derive_seed(task_seed(seed, task_id),
+    "episode", j)`` (what :meth:`GreedyEvaluator.play` gives the task's episodes played alone with the task's seed),
+    whichever tasks share the call."""
+    base = task_seed(seed, task_id)
+    return [derive_seed(base, "episode", j) for j in range(n)]
 
 
 def attempt_text(traj: Trajectory, max_observation_chars: int) -> str:
@@ -112,30 +136,41 @@ class BestOfNEvaluator(GreedyEvaluator):
         max_steps: Annotated[int, Interval(ge=1, le=MAX_EPISODE_STEPS)] | None = None
         """Override the environment's per-task step cap, at most 1000 (null: the benchmark's)."""
         judge_mode: Literal["score", "pick"] = "score"
-        """``score``: one greedy call per sample, a 0-10 score, the best kept (ties: the earlier sample);
-        ``pick``: one greedy call per task naming the best of all N."""
+        """``score``: one greedy judge prompt per sample, a 0-10 score, the best kept (ties: the earlier sample);
+        ``pick``: one greedy prompt per task naming the best of all N (an evaluation batch's prompts: one call)."""
         judge_max_new_tokens: Annotated[int, Ge(1)] = 8
         """Token budget of each judge reply (a score, or the picked sample's number)."""
         max_observation_chars: Annotated[int, Interval(ge=20, le=100_000)] = 300
         """Each observation the judge reads is cut to this many characters."""
         rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"
-        """How each task's N episodes advance: ``lockstep`` or ``async`` (as the greedy evaluator's); same
-        samples for the same seed."""
+        """How the episodes of an evaluation batch (its tasks' N each, played together) advance: ``lockstep`` or
+        ``async`` (as the greedy evaluator's); same samples for the same seed."""
         max_concurrency: Annotated[int, Ge(1), SCHEDULING] = 32
-        """``async`` only: episodes in flight at once."""
+        """``async`` only: episodes in flight at once (of the batch's ``eval.batch_size * n``)."""
 
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:
+        """Every task's N episodes in one :meth:`play` (``len(task_ids) * n`` episodes: lock-step batches them per
+        depth, ``async`` keeps up to ``max_concurrency`` in flight), then the judge's calls of all the tasks in one
+        ``generate``; each task's samples keep their own seeds (:func:`episode_seeds`), so its result is the one
+        it gets evaluated alone wherever the policy honours per-chat seeds."""
         p = self.params
-        out = []
-        for task_id in task_ids:
-            sampling = SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens,
-                                      seed=task_seed(p.seed, task_id))
-            samples = self.play([task_id] * p.n, env, policy, sampling)
-            out.append(self.keep_one(samples, policy))
-        return out
+        if not task_ids:
+            return []
+        seeds = [s for task_id in task_ids for s in episode_seeds(p.seed, task_id, p.n)]
+        # Sampled turns use the episodes' seeds; the call's seed only reaches greedy turns (temperature 0), which
+        # real backends do not seed: the first task's, as when each task was played alone.
+        sampling = SamplingParams(temperature=p.temperature, max_new_tokens=p.max_new_tokens,
+                                  seed=task_seed(p.seed, task_ids[0]))
+        played = self.play([task_id for task_id in task_ids for _ in range(p.n)], env, policy, sampling,
+                           seeds=seeds)
+        groups = [played[k * p.n:(k + 1) * p.n] for k in range(len(task_ids))]
+        judged = self.judge_all(groups, policy) if p.scorer == "judge" else [None] * len(groups)
+        return [self.keep_one(samples, judgement) for samples, judgement in zip(groups, judged)]
 
-    def keep_one(self, samples: list[TaskResult], policy: Policy) -> TaskResult:
-        """The kept sample, carrying the cost of all of them and what the scorer saw."""
+    def keep_one(self, samples: list[TaskResult],
+                 judged: tuple[list[float | None], int, int, int] | None = None) -> TaskResult:
+        """The kept sample, carrying the cost of all of them and what the scorer saw (``judged``: the judge's
+        :meth:`judge_all` entry for these samples; None with the oracle)."""
         p = self.params
         judge_prompt = judge_completion = unparsed = 0
         scores: list[float | None] = []
@@ -143,7 +178,9 @@ class BestOfNEvaluator(GreedyEvaluator):
             best = max(range(len(samples)), key=lambda i: (samples[i].trajectory.reward,
                                                            samples[i].trajectory.success, -i))
         else:
-            scores, judge_prompt, judge_completion, unparsed = self.judge(samples, policy)
+            if judged is None:
+                raise ValueError("best_of_n: the judge scorer needs the judge's scores of the samples")
+            scores, judge_prompt, judge_completion, unparsed = judged
             best = max(range(len(samples)), key=lambda i: (scores[i] if scores[i] is not None else -1.0, -i))
         kept = samples[best]
         traj = kept.trajectory
@@ -159,21 +196,39 @@ class BestOfNEvaluator(GreedyEvaluator):
         }
         return TaskResult(traj, sample_prompt + judge_prompt, sample_completion + judge_completion)
 
-    def judge(self, samples: list[TaskResult], policy: Policy) -> tuple[list[float | None], int, int, int]:
-        """The base model's score of each sample (None: no usable number for it), its tokens, and how many of
-        its replies held no usable number."""
+    def judge_all(self, groups: list[list[TaskResult]], policy: Policy
+                  ) -> list[tuple[list[float | None], int, int, int]]:
+        """Per task (a group of its samples): the base model's score of each sample (None: no usable number for
+        it), the judge's prompt and completion tokens, and how many of its replies held no usable number. One
+        greedy ``generate`` for every task's chats (``score``: N per task; ``pick``: one per task)."""
         p = self.params
-        first = samples[0].trajectory
-        task = first.task
+        chats = [self.judge_chats(samples) for samples in groups]
         greedy = SamplingParams(temperature=0.0, max_new_tokens=p.judge_max_new_tokens)
+        outputs = policy.generate([c for task_chats in chats for c in task_chats], greedy, role="base")
+        out, at = [], 0
+        for samples, task_chats in zip(groups, chats):
+            out.append(self.judge_scores(samples, outputs[at:at + len(task_chats)]))
+            at += len(task_chats)
+        return out
+
+    def judge(self, samples: list[TaskResult], policy: Policy) -> tuple[list[float | None], int, int, int]:
+        """:meth:`judge_all` for one task's samples (one ``generate`` call)."""
+        return self.judge_all([samples], policy)[0]
+
+    def judge_chats(self, samples: list[TaskResult]) -> list[list[dict[str, str]]]:
+        """The judge's chats for one task's samples: one per sample (``score``) or one for all (``pick``)."""
+        p = self.params
+        task = samples[0].trajectory.task
         texts = [attempt_text(s.trajectory, p.max_observation_chars) for s in samples]
         if p.judge_mode == "score":
-            chats = [[{"role": "user", "content": SCORE_PROMPT.format(task=task, attempt=t)}] for t in texts]
-        else:
-            attempts = "\n\n".join(f"Attempt {i}:\n{t}" for i, t in enumerate(texts, 1))
-            chats = [[{"role": "user", "content": PICK_PROMPT.format(n=len(samples), task=task,
-                                                                     attempts=attempts)}]]
-        outputs = policy.generate(chats, greedy, role="base")
+            return [[{"role": "user", "content": SCORE_PROMPT.format(task=task, attempt=t)}] for t in texts]
+        attempts = "\n\n".join(f"Attempt {i}:\n{t}" for i, t in enumerate(texts, 1))
+        return [[{"role": "user", "content": PICK_PROMPT.format(n=len(samples), task=task, attempts=attempts)}]]
+
+    def judge_scores(self, samples: list[TaskResult], outputs: list[list[Any]]
+                     ) -> tuple[list[float | None], int, int, int]:
+        """One task's scores, judge tokens and unparsed replies from the judge's ``outputs`` for its chats."""
+        p = self.params
         prompt_tokens = sum(o[0].prompt_tokens for o in outputs)
         completion_tokens = sum(o[0].completion_tokens for o in outputs)
         if p.judge_mode == "score":

@@ -55,16 +55,23 @@ class GreedyEvaluator(Evaluator["GreedyEvaluator.Params"]):
             self._pools[id(env)] = EnvPool(env)
         return self._pools[id(env)]
 
-    def play(self, task_ids: list[str], env: Environment, policy: Policy, sampling: SamplingParams
-             ) -> list[TaskResult]:
+    def play(self, task_ids: list[str], env: Environment, policy: Policy, sampling: SamplingParams,
+             seeds: list[int] | None = None) -> list[TaskResult]:
         """One episode per entry of ``task_ids`` (an id may repeat: independent episodes of one task), advanced
         with ``sampling`` in the evaluator's ``rollout_mode``; shared by the greedy and the Best-of-N evaluators.
-        Episode ``i`` samples with seed ``derive_seed(sampling.seed, "episode", i)`` (per turn: ``turn_seed``)."""
+        Episode ``i`` samples with seed ``seeds[i]`` when ``seeds`` is given (one per entry of ``task_ids``), else
+        ``derive_seed(sampling.seed, "episode", i)`` (per turn: ``turn_seed`` of it). Greedy turns carry no
+        per-episode seed either way (the call's ``sampling.seed`` plus the depth, which real backends ignore)."""
+        if seeds is not None and len(seeds) != len(task_ids):
+            raise ValueError(f"play: {len(seeds)} seeds for {len(task_ids)} episodes")
         pool = self.pool(env)
         episodes = [start_episode(task_id, e, env.name, self.params.max_steps)
                     for task_id, e in zip(task_ids, pool.take(len(task_ids)))]
         for i, (_, ep) in enumerate(episodes):
-            ep.seed = None if sampling.seed is None else derive_seed(sampling.seed, "episode", i)
+            if seeds is not None:
+                ep.seed = int(seeds[i])
+            else:
+                ep.seed = None if sampling.seed is None else derive_seed(sampling.seed, "episode", i)
         busy0 = _engine_busy(policy)
         ran = run_episodes([ep for _, ep in episodes], policy, sampling, role="agent", pool=pool,
                            mode=self.params.rollout_mode, max_concurrency=self.params.max_concurrency)
