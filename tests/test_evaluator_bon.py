@@ -189,11 +189,11 @@ SCORERS = [("oracle", "score"), ("judge", "score"), ("judge", "pick")]
 def test_tasks_of_one_call_are_played_together_with_the_samples_each_gets_alone(registries, env, scorer,
                                                                                  judge_mode, mode):
     """[a, b, c] in one call: their 3 x 5 episodes share the agent's calls (lock-step: the first depth is one
-    call of 15 chats; async: up to max_concurrency in flight) and their judge prompts one call, and each task's
-    result (kept sample, scores, rewards, tokens, unparsed count) is the one it gets evaluated alone: the fake
-    policy honours per-chat seeds, as the built-in backends do."""
+    call of 15 chats; async: all 15 in flight) and their judge prompts one call, and each task's result (kept
+    sample, scores, rewards, tokens, unparsed count) is the one it gets evaluated alone: the fake policy honours
+    per-chat seeds, as the built-in backends do."""
     tasks = ["field-0", "field-1", "field-4"]
-    params = dict(n=5, scorer=scorer, judge_mode=judge_mode, rollout_mode=mode, max_concurrency=4)
+    params = dict(n=5, scorer=scorer, judge_mode=judge_mode, rollout_mode=mode, max_concurrency=15)
     together_policy = Judging(ACTIONS)
     together = build(registries, **params).evaluate(tasks, env, together_policy)
     alone = [r for t in tasks for r in build(registries, **params).evaluate([t], env, Judging(ACTIONS))]
@@ -207,6 +207,24 @@ def test_tasks_of_one_call_are_played_together_with_the_samples_each_gets_alone(
         assert sum(agent_calls) == sum(len(s) for r in together for s in r.trajectory.meta["best_of_n"]["actions"])
     judge_calls = [c for c in together_policy.calls if c[0] == "base"]
     assert judge_calls == ([] if scorer == "oracle" else [("base", 15 if judge_mode == "score" else 3, 1)])
+
+
+@pytest.mark.parametrize("mode", ["lockstep", "async"])
+def test_max_concurrency_bounds_the_episodes_and_environments_played_together(registries, env, mode):
+    """max_concurrency 10 with n = 5: tasks go in groups of 2 (10 episodes, two judge calls for three tasks), the
+    evaluator keeps at most 10 environments (a JVM each for TextWorld-Express), and each task still gets the
+    samples it gets alone."""
+    tasks = ["field-0", "field-1", "field-4"]
+    params = dict(n=5, scorer="judge", judge_mode="score", rollout_mode=mode, max_concurrency=10)
+    policy = Judging(ACTIONS)
+    ev = build(registries, **params)
+    grouped = ev.evaluate(tasks, env, policy)
+    alone = [r for t in tasks for r in build(registries, **params).evaluate([t], env, Judging(ACTIONS))]
+    assert _full(grouped) == _full(alone)
+    assert [len(pool.instances) for pool in ev._pools.values()] == [10]
+    assert [c for c in policy.calls if c[0] == "base"] == [("base", 10, 1), ("base", 5, 1)]
+    if mode == "lockstep":
+        assert [c[1] for c in policy.calls if c[0] == "agent"][0] == 10
 
 
 def test_play_takes_one_seed_per_episode(registries, env):

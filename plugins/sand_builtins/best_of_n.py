@@ -15,12 +15,12 @@ Cost (the paper's Table 3): a task's ``prompt_tokens`` and ``completion_tokens``
 episodes plus the judge's calls, since a deployment pays for all of them; the breakdown is in the kept
 trajectory's ``meta["best_of_n"]``.
 
-Batching: :meth:`BestOfNEvaluator.evaluate` plays the N episodes of every task it is given (the engine's
-evaluation batch, ``eval.batch_size`` tasks) in one rollout: ``len(task_ids) * n`` episodes, advanced in
-lock-step (one batched model call per depth for all of them) or, with ``rollout_mode: async``, up to
-``max_concurrency`` at a time; each episode holds one of the evaluator's warm environments while it runs, so the
-evaluator keeps ``eval.batch_size * n`` of them. The judge's prompts of all those tasks then go in one
-``generate`` call, and the results are split back per task.
+Batching: :meth:`BestOfNEvaluator.evaluate` plays the N episodes of as many of its tasks together as
+``max_concurrency`` holds (groups of ``max(1, max_concurrency // n)`` tasks of the engine's evaluation batch),
+advanced in lock-step (one batched model call per depth for all of them) or, with ``rollout_mode: async``, each
+on its own; each episode holds one of the evaluator's warm environments while it runs, so ``max_concurrency``
+also bounds how many it keeps (a JVM each for TextWorld-Express and ScienceWorld): ``max(max_concurrency, n)``.
+The judge's prompts of a group then go in one ``generate`` call, and the results are split back per task.
 
 Determinism: episode ``j`` of task ``t`` samples with its own seed, ``derive_seed(task_seed(seed, t), "episode",
 j)`` (:func:`episode_seeds`; each turn ``turn_seed`` of it, sent as that chat's ``SamplingParams.seeds`` entry),
@@ -137,25 +137,30 @@ class BestOfNEvaluator(GreedyEvaluator):
         """Override the environment's per-task step cap, at most 1000 (null: the benchmark's)."""
         judge_mode: Literal["score", "pick"] = "score"
         """``score``: one greedy judge prompt per sample, a 0-10 score, the best kept (ties: the earlier sample);
-        ``pick``: one greedy prompt per task naming the best of all N (an evaluation batch's prompts: one call)."""
+        ``pick``: one greedy prompt per task naming the best of all N (a group's prompts: one call)."""
         judge_max_new_tokens: Annotated[int, Ge(1)] = 8
         """Token budget of each judge reply (a score, or the picked sample's number)."""
         max_observation_chars: Annotated[int, Interval(ge=20, le=100_000)] = 300
         """Each observation the judge reads is cut to this many characters."""
         rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"
-        """How the episodes of an evaluation batch (its tasks' N each, played together) advance: ``lockstep`` or
-        ``async`` (as the greedy evaluator's); same samples for the same seed."""
+        """How a group's episodes (its tasks' N each, played together) advance: ``lockstep`` or ``async`` (as the
+        greedy evaluator's); same samples for the same seed."""
         max_concurrency: Annotated[int, Ge(1), SCHEDULING] = 32
-        """``async`` only: episodes in flight at once (of the batch's ``eval.batch_size * n``)."""
+        """Episodes played together, in either mode, and so warm environments kept: an evaluation batch's tasks
+        go in groups of ``max(1, max_concurrency // n)``."""
 
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:
-        """Every task's N episodes in one :meth:`play` (``len(task_ids) * n`` episodes: lock-step batches them per
-        depth, ``async`` keeps up to ``max_concurrency`` in flight), then the judge's calls of all the tasks in one
-        ``generate``; each task's samples keep their own seeds (:func:`episode_seeds`), so its result is the one
-        it gets evaluated alone wherever the policy honours per-chat seeds."""
+        """The tasks' N episodes in groups of ``max(1, max_concurrency // n)`` tasks, each group in one
+        :meth:`play` and one judge ``generate``; each task's samples keep their own seeds (:func:`episode_seeds`),
+        so its result is the one it gets evaluated alone wherever the policy honours per-chat seeds."""
+        per_group = max(1, self.params.max_concurrency // self.params.n)
+        out: list[TaskResult] = []
+        for k in range(0, len(task_ids), per_group):
+            out += self._evaluate_group(task_ids[k:k + per_group], env, policy)
+        return out
+
+    def _evaluate_group(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:
         p = self.params
-        if not task_ids:
-            return []
         seeds = [s for task_id in task_ids for s in episode_seeds(p.seed, task_id, p.n)]
         # Sampled turns use the episodes' seeds; the call's seed only reaches greedy turns (temperature 0), which
         # real backends do not seed: the first task's, as when each task was played alone.
