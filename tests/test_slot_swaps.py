@@ -8,6 +8,8 @@ false against the paper's ALFWorld setting, ``max_parallel`` 8 for 32 workers.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 from click.testing import CliRunner
 
@@ -37,10 +39,14 @@ def test_a_swap_drops_what_the_new_component_does_not_declare_and_notes_both(reg
                      "(not parameters of none)"]
     recipe, _, _ = prepare(data, [], str(path))
     assert recipe.notes == notes and recipe.raw["sampler"] == {"name": "none"}  # what the run directory stores
+    sampler_notes = notes
     data, _ = load_recipe("paper/alfworld", ["executor=process_pool"], settle=False)
     _, notes = settle_swaps(data, registries)
     assert notes == ["executor: in_process -> process_pool keeps the slot's temperature=1.0, max_new_tokens=512, "
-                     "max_parallel=64, expert_switch=True"]
+                     "max_parallel=64, rollout_mode='async', max_concurrency=64, expert_switch=True"]
+    shown = (Path(__file__).resolve().parent.parent / "docs" / "recipes.md").read_text()
+    for note in notes + sampler_notes:  # docs/recipes.md shows both notes as a user sees them
+        assert f"note: {note}\n" in shown
 
 
 def test_extends_swaps_the_same_way_as_the_command_line(registries, tmp_path):
