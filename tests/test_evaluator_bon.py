@@ -227,6 +227,15 @@ def test_max_concurrency_bounds_the_episodes_and_environments_played_together(re
         assert [c[1] for c in policy.calls if c[0] == "agent"][0] == 10
 
 
+def test_keep_one_given_a_policy_as_before_says_what_it_now_takes(registries, env):
+    """0.3.0's ``keep_one(samples, policy)`` is now ``keep_one(samples, judged)``: an old caller gets a TypeError that
+    says so, not an unpacking error."""
+    ev = build(registries, n=2, scorer="judge")
+    samples = ev.play(["field-1"] * 2, env, ScriptedPolicy(ACTIONS), SamplingParams(temperature=1.0, seed=3))
+    with pytest.raises(TypeError, match="no longer the policy"):
+        ev.keep_one(samples, ScriptedPolicy(ACTIONS))
+
+
 def test_play_takes_one_seed_per_episode(registries, env):
     """``play(..., seeds=)``: episode i samples with seeds[i]; without it the seeds derive from sampling.seed and
     the position, as before (the greedy evaluator's path)."""

@@ -146,8 +146,8 @@ class BestOfNEvaluator(GreedyEvaluator):
         """How a group's episodes (its tasks' N each, played together) advance: ``lockstep`` or ``async`` (as the
         greedy evaluator's); same samples for the same seed."""
         max_concurrency: Annotated[int, Ge(1), SCHEDULING] = 32
-        """Episodes played together, in either mode, and so warm environments kept: an evaluation batch's tasks
-        go in groups of ``max(1, max_concurrency // n)``."""
+        """Episodes played together, in either mode, and so warm environments kept (at least ``n``: one task's):
+        an evaluation batch's tasks go in groups of ``max(1, max_concurrency // n)``."""
 
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:
         """The tasks' N episodes in groups of ``max(1, max_concurrency // n)`` tasks, each group in one
@@ -185,6 +185,9 @@ class BestOfNEvaluator(GreedyEvaluator):
         else:
             if judged is None:
                 raise ValueError("best_of_n: the judge scorer needs the judge's scores of the samples")
+            if not isinstance(judged, tuple):
+                raise TypeError("BestOfNEvaluator.keep_one(samples, judged): `judged` is the judge's result for "
+                                "these samples (an entry of judge_all(groups, policy)), no longer the policy")
             scores, judge_prompt, judge_completion, unparsed = judged
             best = max(range(len(samples)), key=lambda i: (scores[i] if scores[i] is not None else -1.0, -i))
         kept = samples[best]

@@ -110,7 +110,8 @@ def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandE
         return InferenceEngineDied(
             f"the policy's inference engine stopped: its process died ({type(exc).__name__}). The usual cause is "
             "memory: the kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once or lower "
-            f"policy.kv_cache_space_gb. Every unit finished before is kept; continue with `{continue_with}`")
+            "policy.kv_cache_space_gb. Another: the run was paused (SIGSTOP) longer than vLLM waits for its worker "
+            f"(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s). Every unit finished before is kept; continue with `{continue_with}`")
     return None
 
 
