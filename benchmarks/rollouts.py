@@ -4,8 +4,9 @@
     (sampled, temperature 1, per-request seeds), each concurrency level run in both modes back to back; the
     episodes of the two modes are compared (``same_episodes``). The base model's replies mostly do not parse on
     ALFWorld (no environment step for those turns); ``--agent-weights`` plays a fine-tuned agent instead (an
-    agent SFT-trained on ALFWorld: docs/scaling.md has the one `sand run` command that makes it), and ``--episodes-per-slot K`` plays K x concurrency episodes:
-    lock-step in waves of ``concurrency``, asynchronously with each freed slot refilled at once. Engine utilization = the policy's
+    agent SFT-trained on ALFWorld: docs/scaling.md has the one `sand run` command that makes it), and
+    ``--episodes-per-slot K`` plays K x concurrency episodes: lock-step in waves of ``concurrency``,
+    asynchronously with each freed slot refilled at once. Engine utilization = the policy's
     ``engine_busy_seconds`` (time with at least one request in the engine) / wall time.
 (b) simulation (``--simulate`` runs it alone, in seconds, without vLLM): a GPU-like engine cost model with
     continuous batching over recorded step latencies of the real environments, projecting the paper's ALFWorld

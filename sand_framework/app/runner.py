@@ -111,7 +111,8 @@ def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandE
             f"the policy's inference engine stopped: its process died ({type(exc).__name__}). The usual cause is "
             "memory: the kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once or lower "
             "policy.kv_cache_space_gb. Another: the run was paused (SIGSTOP) longer than vLLM waits for its worker "
-            f"(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s). Every unit finished before is kept; continue with `{continue_with}`")
+            "(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s). Every unit finished before is kept; continue with "
+            f"`{continue_with}`")
     return None
 
 
