@@ -671,3 +671,32 @@ def test_a_repeated_stop_counts_once_a_second_is_passed_on_and_a_third_kills(tmp
     finally:
         if worker.is_alive() and ready.exists():
             os.kill(int(ready.read_text()), signal.SIGKILL)
+
+
+def test_export_keeps_the_results_without_weights_and_a_reuse_of_them_is_refused(sweep, tmp_path):
+    """`--export DIR`: every finished run without weights/, the same results table read from DIR; an arm that
+    would adopt the exported SFT weights is refused naming the missing output, not adopted half."""
+    out, path, _ = sweep
+    dest = tmp_path / "kept"
+    proc = sand("sweep", str(path), "--export", str(dest))
+    assert "exported 5 finished run(s)" in proc.stdout
+    assert not list(dest.rglob("weights")) and not list(dest.rglob("run.lock"))
+    assert (dest / "sand/seed0/eval").is_dir() and (dest / "sand/seed0/metrics.json").is_file()
+
+    def rows(folder):
+        return [{k: v for k, v in r.items() if k != "stats"} | {"stats": r["stats"]}
+                for r in json.loads((folder / "results.json").read_text())["rows"]]
+
+    assert rows(dest) == rows(out)
+    sand("sweep", str(path), "-o", str(dest), "--table-only")
+    assert rows(dest) == rows(out)
+
+    import shutil
+
+    shutil.rmtree(dest / "control" / "seed1")  # to be rerun from the exported SFT start of seed 1
+    proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "cannot reuse stage 'train/iter0'" in said and "weights/iter0/final is not there" in said, said
+    assert not (dest / "control/seed1/state.json").is_file() or \
+        "train/iter0" not in json.loads((dest / "control/seed1/state.json").read_text())["done"]

@@ -245,6 +245,58 @@ def test_resume_after_kill(tiny, tmp_path):
     assert _summary(tmp_path)["train_loss_last"] == pytest.approx(_summary(tmp_path / "straight")["train_loss_last"])
 
 
+def test_a_stop_signal_saves_a_checkpoint_at_the_step_end_and_the_resume_trains_the_same_weights(tiny, tmp_path):
+    """SIGTERM during step 2 of 4, with no checkpoint due (save_steps 100): the stage saves checkpoint-2 and raises
+    RunStopped instead of losing both steps; resuming trains steps 3-4 to the weights of an uninterrupted run."""
+    import signal
+
+    import torch
+    from safetensors.torch import load_file
+    from transformers import TrainerCallback
+
+    from sand_framework.app.runner import stop_on_signals
+    from sand_framework.errors import RunStopped
+
+    class Stop(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            if state.global_step == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    params = _params(max_steps=4, save_steps=100)
+    first = TrlSftTrainer(params)
+    first.extra_callbacks.append(Stop())
+    with stop_on_signals(), pytest.raises(RunStopped) as stopped:
+        first.train(_request(tiny, tmp_path))
+    assert stopped.value.signum == signal.SIGTERM and not (tmp_path / "final").exists()
+    assert latest_checkpoint(tmp_path / "checkpoints").endswith("checkpoint-2")
+
+    final = Path(TrlSftTrainer(params).train(_request(tiny, tmp_path)))
+    assert _summary(tmp_path)["resumed_from"].endswith("checkpoint-2")
+    straight = Path(TrlSftTrainer(params).train(_request(tiny, tmp_path / "straight")))
+    a, b = load_file(final / "adapter_model.safetensors"), load_file(straight / "adapter_model.safetensors")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_a_further_stop_signal_does_not_wait_for_the_safe_point(monkeypatch):
+    """The first signal and its repeat within REPEAT_S (`timeout` signals the command, then its group) wait for
+    the step's end; a later one stops at once; outside a safe point every signal stops at once."""
+    import signal
+
+    from sand_framework import stopping
+
+    clock = [100.0]
+    monkeypatch.setattr(stopping.time, "monotonic", lambda: clock[0])
+    assert not stopping.wait_for_safe_point(signal.SIGTERM)
+    with pytest.raises(stopping.RunStopped):
+        with stopping.stop_at_safe_point() as request:
+            assert stopping.wait_for_safe_point(signal.SIGTERM) and request.signum == signal.SIGTERM
+            clock[0] += stopping.REPEAT_S / 2
+            assert stopping.wait_for_safe_point(signal.SIGTERM)
+            clock[0] += stopping.REPEAT_S
+            assert not stopping.wait_for_safe_point(signal.SIGINT)
+    assert not stopping.wait_for_safe_point(signal.SIGTERM)
+
+
 def test_latest_checkpoint_skips_incomplete(tmp_path):
     (tmp_path / "checkpoint-2").mkdir()
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")

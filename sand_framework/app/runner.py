@@ -34,6 +34,7 @@ from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError, RunStopped, SandError
 from sand_framework.logs import run_log
+from sand_framework.stopping import wait_for_safe_point
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
 from sand_framework.store import RunDir, RunLayout as L
@@ -153,6 +154,8 @@ class _Stop:
         self.caught = threading.Event()
 
     def handler(self, signum: int, frame: Any) -> None:
+        if self.signum is None and wait_for_safe_point(signum):  # a training step ends, saves, then stops
+            return
         if self.caught.is_set():  # a signal during the shutdown (a race with SIG_DFL being set): stop at once
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)

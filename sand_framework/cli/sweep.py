@@ -28,9 +28,13 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("--compare", "compare_only", is_flag=True,
               help="Only print the paired comparisons of the file's `comparisons:` from finished runs; "
                    "runs and writes nothing.")
+@click.option("--export", "export_dir", type=click.Path(file_okay=False),
+              help="Only copy every finished run without its weights into this folder (to keep or commit the "
+                   "results) and write its results.md; runs nothing.")
 @PLUGINS_DIR
 @friendly
-def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, plugin_dirs):
+def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, export_dir,
+            plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
@@ -44,8 +48,8 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
     from sand_framework.errors import RecipeError
     from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
 
-    if sum((plan, table_only, compare_only)) > 1:
-        raise click.UsageError("--plan, --table-only and --compare exclude each other")
+    if sum((plan, table_only, compare_only, export_dir is not None)) > 1:
+        raise click.UsageError("--plan, --table-only, --compare and --export exclude each other")
     if for_another_machine and not plan:
         raise click.UsageError("--for-another-machine goes with --plan")
     spec = load_sweep(sweep_file)
@@ -56,6 +60,16 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                                "(e.g. {question: ..., a: sand/final, b: sft-control/final})"], sweep_file)
         data = collect(spec, out)
         click.echo(comparisons_markdown(data["comparisons"], spec.alpha))
+        return
+    if export_dir is not None:
+        from sand_framework.sweep.export import export_results
+
+        done = export_results(spec, out, Path(export_dir))
+        path = write_results(spec, Path(export_dir))
+        click.echo(f"exported {len(done.runs)} finished run(s) without weights into {export_dir} "
+                   f"({done.bytes / 1e6:.1f} MB); results: {path}")
+        if done.unfinished:
+            click.echo("not exported (not finished): " + ", ".join(done.unfinished), err=True)
         return
     unknown = [a for a in arms if a not in {x.name for x in spec.arms}]
     if unknown:

@@ -316,11 +316,20 @@ class RunDir:
         """
         if not source.stage_done(stage):
             raise RunDirError(f"cannot reuse stage {stage!r} from {source.path}: it has not finished there")
+        result = source.stage_result(stage)
+        root = source.path.absolute()  # where stage_result resolves the run's own paths
+        absent = [p for p in _paths_inside(result, root) if not p.exists()]
+        if absent:
+            names = ", ".join(p.relative_to(root).as_posix() for p in absent)
+            raise RunDirError(f"cannot reuse stage {stage!r} from {source.path}: its output {names} is not there "
+                              "(a run copied without its weights, as `sand sweep --export` copies them). Reuse it "
+                              "from the run directory that computed it, or recompute it in that copy with "
+                              f"`sand run --resume {source.path} --redo-from {stage}` (which redoes the stages "
+                              "after it too)")
         for rel in folders:
             src = source.path / rel
             if src.exists():
                 shutil.copytree(src, self.path / rel, dirs_exist_ok=True)
-        result = source.stage_result(stage)
         for old in {str(source.path.resolve()), str(source.path)}:
             result = _rebase(result, old, str(self.path.resolve()))
         if isinstance(result, dict):
@@ -340,6 +349,17 @@ def _mkdir(path: Path, parents: bool, exist_ok: bool, what: str) -> None:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise RunDirError(f"cannot create {path}: {exc.strerror}. Choose a writable {what}") from None
         raise
+
+
+def _paths_inside(value: Any, root: Path) -> list[Path]:
+    """The paths under ``root`` that a stage result names (its strings that are such paths)."""
+    if isinstance(value, str) and value.startswith(str(root) + os.sep):
+        return [Path(value)]
+    if isinstance(value, dict):
+        return [p for v in value.values() for p in _paths_inside(v, root)]
+    if isinstance(value, list):
+        return [p for v in value for p in _paths_inside(v, root)]
+    return []
 
 
 def _rebase(value: Any, old: str, new: str) -> Any:

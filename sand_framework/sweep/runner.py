@@ -32,6 +32,7 @@ from sand_framework.app.runner import STOP_SIGNALS, create, reopen
 from sand_framework.errors import RunStopped, SandError
 from sand_framework.logs import console_level
 from sand_framework.store import RunLayout
+from sand_framework.stopping import REPEAT_S
 from sand_framework.store.files import atomic_write_json, read_json
 from sand_framework.sweep.spec import ArmSpec, SweepSpec, arm_overrides
 
@@ -132,10 +133,6 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             _record_wall_time(out, arm.name, seed, seconds)
     return outcomes
 
-
-REPEAT_S = 1.0
-"""A stop signal this soon after the previous one is the same stop delivered twice (``timeout`` signals its
-command and then the command's process group), not a second signal."""
 
 POLL_S = 0.1
 """How often the sweep checks, while a run goes on, for a signal to pass on to it."""

@@ -1,4 +1,5 @@
-"""A training stage's optimizer steps on a rich progress bar, as every other SAND stage shows its work."""
+"""Callbacks every training stage adds: its optimizer steps on a rich progress bar, as every other SAND stage
+shows its work, and a stop signal answered with a checkpoint at the end of the step in progress."""
 
 from __future__ import annotations
 
@@ -38,3 +39,26 @@ def _rich_progress_callback():
 
 def RichProgress(label: str):  # noqa: N802 - a class factory; transformers is imported lazily
     return _rich_progress_callback()(label)
+
+
+def _save_and_stop_callback():
+    from transformers import TrainerCallback
+
+    class _SaveAndStop(TrainerCallback):
+        """At the end of the optimizer step during which a stop came: save a checkpoint (the one ``save_steps``
+        writes, so a resume continues from this step) and end the loop; the stage's
+        :func:`~sand_framework.stopping.stop_at_safe_point` then raises the stop."""
+
+        def __init__(self, request):
+            self.request = request
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.request.signum is not None:
+                control.should_save = True
+                control.should_training_stop = True
+
+    return _SaveAndStop
+
+
+def SaveAndStop(request):  # noqa: N802 - a class factory; transformers is imported lazily
+    return _save_and_stop_callback()(request)

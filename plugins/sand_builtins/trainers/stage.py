@@ -43,10 +43,11 @@ from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_framework.config.paramdoc import CHECKPOINTS
+from sand_framework.stopping import stop_at_safe_point
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.checkpoints import latest_checkpoint
 from sand_builtins.trainers.loading import optimizer_steps, warmup_steps
-from sand_builtins.trainers.progress import RichProgress
+from sand_builtins.trainers.progress import RichProgress, SaveAndStop
 from sand_builtins.trainers.trackers import parse_trackers
 
 MAX_BATCH = 65536
@@ -249,7 +250,9 @@ class TrlStage:
             resume = latest_checkpoint(out / "checkpoints")
             if resume:
                 logging.getLogger(type(self).__module__).info("%s: resuming from %s", self.name, resume)
-            result = trainer.train(resume_from_checkpoint=resume)
+            with stop_at_safe_point() as stop:  # a stop signal: checkpoint at the step's end, then RunStopped
+                trainer.add_callback(SaveAndStop(stop))
+                result = trainer.train(resume_from_checkpoint=resume)
             tmp = out / "final.tmp"  # one name for every rank: they all write into it
             if trainer.is_world_process_zero() and tmp.exists():
                 shutil.rmtree(tmp)
