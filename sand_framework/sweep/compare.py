@@ -19,6 +19,10 @@ Two tests are reported for every question and split:
 Pairing: seed k with seed k; an arm declared with a single seed (greedy
 evaluation of the untrained base model is the same for every seed) stands
 against every seed of the other arm (:func:`sand_framework.sweep.spec.seed_pairs`).
+Two runs of one seed are paired only if they come from the same SFT start: the digest of ``weights/iter0``
+their evaluations recorded must agree where both recorded one. They differ when a seed's SFT start was
+trained again (its weights lost with a machine, rebuilt on another) after some of its arms had finished;
+such a pair is left out and named, never silently mixed into the test.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sand_framework.app.fingerprint import MISSING
 from sand_framework.report.tables import markdown_table
 from sand_framework.store import RunLayout, UnitLog
+from sand_framework.store.files import read_json
 from sand_framework.sweep.paired import binomial_two_sided, wilson_interval
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.spec import ComparisonSpec, SweepSpec, seed_pairs
@@ -60,6 +66,13 @@ class GameOutcomes:
                         found[seed] = games
             self._cache[key] = found
         return self._cache[key]
+
+    def start(self, arm: str, seed: int) -> str | None:
+        """The digest of the SFT start (``weights/iter0``) the run's evaluation was computed with, if recorded."""
+        state = read_json(run_dir_of(self.out, arm, seed) / RunLayout.STATE, {}) or {}
+        evaluation = (state.get(RunLayout.STATE_FINGERPRINTS) or {}).get(RunLayout.EVAL) or {}
+        digest = (evaluation.get("inputs") or {}).get(RunLayout.weights(0))
+        return digest if digest and digest != MISSING else None
 
 
 def success_interval(outcomes: Outcomes, seeds: list[int]) -> tuple[int, tuple[float, float] | None]:
@@ -111,6 +124,8 @@ class PairedResult:
     b_success: dict[int, float] = field(default_factory=dict)
     unmatched: int = 0
     """Games evaluated by only one run of a seed pair (left out; 0 when both evaluated the same games)."""
+    other_starts: list[tuple[int, int]] = field(default_factory=list)
+    """Seed pairs left out because their two runs come from different SFT starts (``weights/iter0`` digests)."""
     verdict: str = ""
 
     @property
@@ -132,8 +147,10 @@ def compare_one(spec: SweepSpec, comp: ComparisonSpec, split: str, games: GameOu
     a, b = games.get(arm_a, model_a, split), games.get(arm_b, model_b, split)
     pairs = [(sa, sb) for sa, sb in seed_pairs(spec.seeds_of(spec.arm(arm_a)), spec.seeds_of(spec.arm(arm_b)))
              if sa in a and sb in b]
+    other = [(sa, sb) for sa, sb in pairs if sa == sb and _other_starts(games.start(arm_a, sa), games.start(arm_b, sb))]
+    pairs = [pair for pair in pairs if pair not in other]
     res = PairedResult(comp.question, comp.a, comp.b, spec.arm(arm_a).report[model_a] or comp.a,
-                       spec.arm(arm_b).report[model_b] or comp.b, split, pairs)
+                       spec.arm(arm_b).report[model_b] or comp.b, split, pairs, other_starts=other)
     per_game: dict[str, tuple[list[bool], list[bool]]] = {}
     a_rates: dict[int, list[bool]] = {}
     b_rates: dict[int, list[bool]] = {}
@@ -163,6 +180,11 @@ def compare_one(spec: SweepSpec, comp: ComparisonSpec, split: str, games: GameOu
     res.b_success = {s: round(100 * statistics.fmean(v), 2) for s, v in b_rates.items()}
     res.verdict = verdict(res, spec.alpha)
     return res
+
+
+def _other_starts(a: str | None, b: str | None) -> bool:
+    """Both runs recorded their SFT start and the two differ (an unrecorded one is not evidence either way)."""
+    return a is not None and b is not None and a != b
 
 
 def fmt_p(p: float) -> str:
@@ -215,5 +237,8 @@ def comparisons_markdown(results: list[PairedResult], alpha: float) -> str:
         unmatched = [r for r in rows if r.unmatched]
         parts += [f"- `{r.split}`: {r.unmatched} game(s) evaluated by only one side of a seed pair were left out"
                   for r in unmatched]
+        parts += [f"- `{r.split}`: seed pair(s) {', '.join(f'{x}–{y}' for x, y in r.other_starts)} left out: their "
+                  "two runs come from different SFT starts (the `weights/iter0` digests their evaluations recorded "
+                  "differ: the start was trained again after one of them finished)" for r in rows if r.other_starts]
         parts.append("")
     return "\n".join(parts)
