@@ -28,7 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 EXAMPLE = REPO / "plugins" / "examples" / "sand-example-plugin"
 CHECKED = ("docs/concepts.md", "docs/writing-plugins.md", "docs/recipes.md", "docs/cli.md", "docs/hooks.md",
-           "docs/methods.md", "docs/results.md", "docs/results-v1.md", "plugins/examples/sand-example-plugin/README.md")
+           "docs/methods.md", "docs/results.md", "docs/results-v1.md", "docs/experiments.md", "docs/install-plan.md",
+           "docs/bad-inputs.md", "docs/reports.md", "docs/components.md", "docs/environments.md", "docs/scaling.md",
+           "docs/gpu.md", "plugins/examples/sand-example-plugin/README.md")
 ROOTS = ("sand_framework/", "plugins/", "tests/", "benchmarks/", "recipes/", "docs/", "scripts/", "experiments/")
 """A code span starting with one of these is a path in the repository (or in the example package)."""
 GLOBAL_OPTIONS = {"--plugins-dir", "--allow-recipe-plugins", "--help", "--version"}
