@@ -721,3 +721,37 @@ def test_export_keeps_the_results_without_weights_and_a_reuse_of_them_is_refused
     assert "cannot reuse stage 'train/iter0'" in said and "weights/iter0/final is not there" in said, said
     assert not (dest / "control/seed1/state.json").is_file() or \
         "train/iter0" not in json.loads((dest / "control/seed1/state.json").read_text())["done"]
+
+
+def test_status_says_where_every_run_stands(finished_sweep):
+    """`--status`: finished, running (a live process holds the lock), stopped part way (its stage in progress with
+    its finished units or newest checkpoint), not started; it writes nothing."""
+    path, out = finished_sweep
+    import shutil
+
+    stopped = out / "control" / "seed1"
+    shutil.rmtree(stopped)
+    rd = RunDir(stopped)
+    rd.path.mkdir(parents=True)
+    rd.write_json("state.json", {"done": {"expert": {}}, "fingerprints": {"expert": {}, "train/iter0": {}}})
+    for step in (2, 10):
+        (stopped / "weights/iter0/checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
+    evaluating = out / "control" / "seed2"
+    (evaluating / "metrics.json").unlink()
+    state = json.loads((evaluating / "state.json").read_text())
+    state["done"] = {"expert": {}, "train/iter0": {}}
+    state["fingerprints"] = {"eval": {}}
+    (evaluating / "state.json").write_text(json.dumps(state))
+    held = RunDir(evaluating)
+    held.lock()
+    try:
+        proc = sand("sweep", str(path), "--status")
+    finally:
+        held.unlock()
+    rows = {line.split(" | ")[0].strip("| "): line for line in proc.stdout.splitlines() if "/seed" in line}
+    assert "| finished |" in rows["sand/seed0"]
+    assert "| stopped | expert | train/iter0 | newest checkpoint: checkpoint-10 |" in rows["control/seed1"]
+    assert f"running (pid {os.getpid()})" in rows["control/seed2"] and "12 units in eval/final/unseen" in \
+        rows["control/seed2"]
+    assert "7 runs: 5 finished, 1 stopped, 1 running" in proc.stdout
+    assert not (out / "results.md").exists()

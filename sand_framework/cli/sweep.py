@@ -28,13 +28,16 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("--compare", "compare_only", is_flag=True,
               help="Only print the paired comparisons of the file's `comparisons:` from finished runs; "
                    "runs and writes nothing.")
+@click.option("--status", "status_only", is_flag=True,
+              help="Only print where every run stands (finished, running, stopped part way, not started; the stage "
+                   "in progress and how far it got); runs and writes nothing.")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False),
               help="Only copy every finished run without its weights into this folder (to keep or commit the "
                    "results) and write its results.md; runs nothing.")
 @PLUGINS_DIR
 @friendly
-def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, export_dir,
-            plugin_dirs):
+def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, status_only,
+            export_dir, plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
@@ -48,8 +51,8 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
     from sand_framework.errors import RecipeError
     from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
 
-    if sum((plan, table_only, compare_only, export_dir is not None)) > 1:
-        raise click.UsageError("--plan, --table-only, --compare and --export exclude each other")
+    if sum((plan, table_only, compare_only, status_only, export_dir is not None)) > 1:
+        raise click.UsageError("--plan, --table-only, --compare, --status and --export exclude each other")
     if for_another_machine and not plan:
         raise click.UsageError("--for-another-machine goes with --plan")
     spec = load_sweep(sweep_file)
@@ -60,6 +63,11 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                                "(e.g. {question: ..., a: sand/final, b: sft-control/final})"], sweep_file)
         data = collect(spec, out)
         click.echo(comparisons_markdown(data["comparisons"], spec.alpha))
+        return
+    if status_only:
+        from sand_framework.sweep.status import status_markdown, sweep_status
+
+        click.echo(status_markdown(sweep_status(spec, out)))
         return
     if export_dir is not None:
         from sand_framework.sweep.export import export_results

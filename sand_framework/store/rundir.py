@@ -138,6 +138,21 @@ class RunDir:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
+    def held_by(self) -> str | None:
+        """The pid a live process holding this run's lock wrote, or None when no live process holds it (the lock
+        is only tested, never kept)."""
+        try:
+            fd = os.open(self.path / L.LOCK, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return (self.path / L.LOCK).read_text().strip() or "unknown"
+        finally:
+            os.close(fd)  # closing the only descriptor of a lock taken here releases it
+        return None
+
     def unlock(self) -> None:
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
