@@ -218,7 +218,8 @@ def comparisons_markdown(results: list[PairedResult], alpha: float) -> str:
              f"Same games, paired. Verdicts use the exact sign test over games (per game, success averaged over "
              f"the paired seeds; α = {alpha}, two-sided, no correction for several questions); McNemar's exact "
              "test over (seed, game) pairs is shown too but is optimistic, because the seeds replay the same "
-             "games. An arm run with one seed is paired with every seed of the other.\n"]
+             "games. An arm run with one seed is paired with every seed of the other; two runs of one seed that "
+             "come from different SFT starts are not paired.\n"]
     questions: dict[tuple[str, str, str], list[PairedResult]] = {}
     for r in results:
         questions.setdefault((r.question, r.a, r.b), []).append(r)

@@ -68,4 +68,4 @@ def _left_out(run: Path):
     return ignore
 
 
-__all__ = ["Exported", "LEFT_OUT", "export_results"]
+__all__ = ["LEFT_OUT", "Exported", "export_results"]

@@ -49,7 +49,7 @@ def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
 
 def run_status(arm: str, seed: int, path: Path) -> RunStatus:
     state = (read_json(path / RunLayout.STATE, {}) or {}) if path.is_dir() else {}
-    done = list((state.get(RunLayout.STATE_DONE) or {}))
+    done = list(state.get(RunLayout.STATE_DONE) or {})
     started = [s for s in (state.get(RunLayout.STATE_FINGERPRINTS) or {}) if s not in done]
     current = min(started, key=RunLayout.stage_rank) if started else None
     holder = RunDir(path).held_by() if path.is_dir() else None

@@ -17,7 +17,8 @@ surrounds that is the same and lives here, so a fix to resume, to the atomic
   checkpoint, trains, writes the weights, tokenizer and
   ``sand_chat_format.json`` into ``final.tmp`` and renames it to ``final/``,
   writes ``training_summary.json``, deletes ``checkpoints/`` unless kept, and
-  hands the memory back (:func:`release_memory`).
+  hands the memory back (:func:`release_memory`). A stop signal while it trains ends the step in progress,
+  which is saved as a checkpoint, and then stops the run (:func:`~sand_framework.stopping.stop_at_safe_point`).
 
 A trainer lists :class:`TrlStage` before its component kind and supplies
 ``build`` (the configured TRL trainer); it overrides :meth:`TrlStage._save_weights`
@@ -250,27 +251,36 @@ class TrlStage:
             resume = latest_checkpoint(out / "checkpoints")
             if resume:
                 logging.getLogger(type(self).__module__).info("%s: resuming from %s", self.name, resume)
-            with stop_at_safe_point() as stop:  # a stop signal: checkpoint at the step's end, then RunStopped
+            # A stop signal ends the step in progress, which is saved as a checkpoint; the stop is raised when the
+            # block ends. One that comes after the last step waits for final/ instead, so nothing is trained twice.
+            with stop_at_safe_point() as stop:
                 trainer.add_callback(SaveAndStop(stop))
                 result = trainer.train(resume_from_checkpoint=resume)
-            tmp = out / "final.tmp"  # one name for every rank: they all write into it
-            if trainer.is_world_process_zero() and tmp.exists():
-                shutil.rmtree(tmp)
-            trainer.accelerator.wait_for_everyone()
-            self._save_weights(trainer, tmp)
-            trainer.accelerator.wait_for_everyone()
-            if trainer.is_world_process_zero():
-                self.chat_format.save(tmp)
-                os.replace(tmp, final)
-                self._write_summary(out, self._summary(trainer, result, request, time.time() - start, resume))
-                if not self.params.keep_checkpoints:
-                    shutil.rmtree(out / "checkpoints", ignore_errors=True)
-            trainer.accelerator.wait_for_everyone()
+                if stop.signum is None or trainer.state.global_step >= trainer.state.max_steps:
+                    self._write_final(trainer, result, request, time.time() - start, resume)
         finally:
             torch.set_num_threads(prev_threads)
             trainer = None
             release_memory()
         return str(final)
+
+    def _write_final(self, trainer: Any, result: Any, request: TrainRequest, wall: float, resume: str | None) -> None:
+        """``final/`` (weights, tokenizer, chat format, written into ``final.tmp`` and renamed), the summary, and
+        ``checkpoints/`` deleted unless kept; every rank calls it."""
+        out = Path(request.output_dir)
+        tmp = out / "final.tmp"  # one name for every rank: they all write into it
+        if trainer.is_world_process_zero() and tmp.exists():
+            shutil.rmtree(tmp)
+        trainer.accelerator.wait_for_everyone()
+        self._save_weights(trainer, tmp)
+        trainer.accelerator.wait_for_everyone()
+        if trainer.is_world_process_zero():
+            self.chat_format.save(tmp)
+            os.replace(tmp, out / "final")
+            self._write_summary(out, self._summary(trainer, result, request, wall, resume))
+            if not self.params.keep_checkpoints:
+                shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        trainer.accelerator.wait_for_everyone()
 
     def _save_weights(self, trainer: Any, folder: Path) -> None:
         """Write the trained weights into ``folder``; every rank calls it.
