@@ -475,12 +475,13 @@ def test_runs_of_one_seed_from_different_sft_starts_are_not_paired(finished_swee
     from sand_framework.sweep.compare import GameOutcomes, compare_one
 
     path, out = finished_sweep
-    for arm, seed, digest in (("sand", 0, "tree:a"), ("control", 0, "tree:a"), ("sand", 1, "tree:b"),
-                              ("control", 1, "tree:c")):
-        state_file = out / arm / f"seed{seed}" / "state.json"
-        state = json.loads(state_file.read_text())
-        state["fingerprints"] = {"eval": {"inputs": {"weights/iter0": digest}}}
-        state_file.write_text(json.dumps(state))
+    for arm, seed, tensors in (("sand", 0, b"a"), ("control", 0, b"a"), ("sand", 1, b"b"), ("control", 1, b"c")):
+        run = out / arm / f"seed{seed}"
+        final = run / "weights/iter0/final"
+        final.mkdir(parents=True)
+        (final / "adapter_model.safetensors").write_bytes(tensors)
+        (final / "training_args.bin").write_bytes(run.name.encode() + arm.encode())  # differs: not a tensor file
+        _with_stages(run, {"train/iter0": {"weights": "./weights/iter0/final"}})
     spec = load_sweep(path)
     res = compare_one(spec, spec.comparisons[0], "unseen", GameOutcomes(spec, out))
     assert res.seed_pairs == [(0, 0), (2, 2)] and res.other_starts == [(1, 1)]  # seed 2 recorded none: paired
@@ -721,6 +722,23 @@ def test_export_keeps_the_results_without_weights_and_a_reuse_of_them_is_refused
     assert "cannot reuse stage 'train/iter0'" in said and "weights/iter0/final is not there" in said, said
     assert not (dest / "control/seed1/state.json").is_file() or \
         "train/iter0" not in json.loads((dest / "control/seed1/state.json").read_text())["done"]
+
+    # the way on that the message names: recompute the SFT start in the copy, then the arm runs from it; on one
+    # machine the retrained start is the very same weights, so the copy's other runs still pair with it
+    from sand_framework.sweep import load_sweep
+    from sand_framework.sweep.compare import GameOutcomes
+
+    spec = load_sweep(path)
+    recorded = GameOutcomes(spec, dest).start("sand", 1)
+    assert recorded == GameOutcomes(spec, out).start("sand", 1) and recorded.startswith("tensors:")
+    exported = dest / "sand/seed1/exported_weights.json"
+    exported.write_text(json.dumps({"weights/iter0": "tensors:stale"}))  # the weights, once there, count instead
+    sand("run", "--resume", str(dest / "sand" / "seed1"), "--redo-from", "train/iter0")
+    sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
+    assert (dest / "control/seed1/metrics.json").is_file()
+    rebuilt = GameOutcomes(spec, dest)
+    assert rebuilt.start("sand", 1) == rebuilt.start("control", 1) == recorded
+    assert rebuilt.start("sand", 0) == GameOutcomes(spec, out).start("control", 0)  # the copy kept seed 0's too
 
 
 def test_status_says_where_every_run_stands(finished_sweep):

@@ -98,6 +98,27 @@ def tree_digest(path: str | os.PathLike) -> str:
     return "tree:" + h.hexdigest()
 
 
+TENSOR_FILES = ("*.safetensors", "pytorch_model*.bin", "adapter_model.bin")
+"""The files of a weights folder that hold its tensors (what :func:`tensors_digest` reads)."""
+
+
+def tensors_digest(path: str | os.PathLike) -> str:
+    """A digest of a weights folder's tensor files only (:data:`TENSOR_FILES`), or :data:`MISSING` without any.
+
+    Two trainings to the very same weights differ in the folder's other files: ``training_args.bin`` holds the
+    output path, and PEFT writes ``adapter_config.json``'s ``target_modules`` in set order, which changes from
+    one process to the next. :func:`tree_digest` (what a stage's fingerprint records) therefore differs between
+    them; this one does not, so it tells whether two runs' weights are the same model."""
+    path = Path(path)
+    files = sorted({q for pattern in TENSOR_FILES for q in path.rglob(pattern) if q.is_file()}) if path.is_dir() else []
+    if not files:
+        return MISSING
+    h = hashlib.sha256()
+    for q in files:
+        h.update(f"{q.relative_to(path).as_posix()}\0{file_digest(q)}\n".encode())
+    return "tensors:" + h.hexdigest()
+
+
 def _plain(value: Any) -> Any:
     """``value`` as JSON gives it back (tuples become lists), so a recorded fingerprint compares equal."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))

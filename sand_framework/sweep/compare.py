@@ -19,10 +19,11 @@ Two tests are reported for every question and split:
 Pairing: seed k with seed k; an arm declared with a single seed (greedy
 evaluation of the untrained base model is the same for every seed) stands
 against every seed of the other arm (:func:`sand_framework.sweep.spec.seed_pairs`).
-Two runs of one seed are paired only if they come from the same SFT start: the digest of ``weights/iter0``
-their evaluations recorded must agree where both recorded one. They differ when a seed's SFT start was
-trained again (its weights lost with a machine, rebuilt on another) after some of its arms had finished;
-such a pair is left out and named, never silently mixed into the test.
+Two runs of one seed are paired only if they come from the same SFT start: the digests of their
+``weights/iter0`` tensors (:func:`~sand_framework.sweep.export.weights_digests`) must agree where both are
+known. They differ when a seed's SFT start was trained again (its weights lost with a machine, rebuilt on
+another that computes in other floating-point order) after some of its arms had finished; such a pair is
+left out and named, never silently mixed into the test.
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sand_framework.app.fingerprint import MISSING
 from sand_framework.report.tables import markdown_table
 from sand_framework.store import RunLayout, UnitLog
-from sand_framework.store.files import read_json
 from sand_framework.sweep.paired import binomial_two_sided, wilson_interval
 from sand_framework.sweep.runner import finished, run_dir_of
+from sand_framework.sweep.export import weights_digests
 from sand_framework.sweep.spec import ComparisonSpec, SweepSpec, seed_pairs
 
 Outcomes = dict[int, dict[str, bool]]
@@ -51,6 +51,7 @@ class GameOutcomes:
     spec: SweepSpec
     out: Path
     _cache: dict[tuple[str, str, str], Outcomes] = field(default_factory=dict, repr=False)
+    _starts: dict[tuple[str, str, str], str | None] = field(default_factory=dict, repr=False)
 
     def get(self, arm: str, model: str, split: str) -> Outcomes:
         key = (arm, model, split)
@@ -68,11 +69,12 @@ class GameOutcomes:
         return self._cache[key]
 
     def start(self, arm: str, seed: int) -> str | None:
-        """The digest of the SFT start (``weights/iter0``) the run's evaluation was computed with, if recorded."""
-        state = read_json(run_dir_of(self.out, arm, seed) / RunLayout.STATE, {}) or {}
-        evaluation = (state.get(RunLayout.STATE_FINGERPRINTS) or {}).get(RunLayout.EVAL) or {}
-        digest = (evaluation.get("inputs") or {}).get(RunLayout.weights(0))
-        return digest if digest and digest != MISSING else None
+        """The tensors digest of the run's SFT start (``weights/iter0``), or None where neither its weights nor an
+        export's record of them is there."""
+        key = (arm, str(seed), "start")
+        if key not in self._starts:
+            self._starts[key] = weights_digests(run_dir_of(self.out, arm, seed)).get(RunLayout.weights(0))
+        return self._starts[key]
 
 
 def success_interval(outcomes: Outcomes, seeds: list[int]) -> tuple[int, tuple[float, float] | None]:
@@ -183,7 +185,7 @@ def compare_one(spec: SweepSpec, comp: ComparisonSpec, split: str, games: GameOu
 
 
 def _other_starts(a: str | None, b: str | None) -> bool:
-    """Both runs recorded their SFT start and the two differ (an unrecorded one is not evidence either way)."""
+    """Both runs' SFT starts are known and differ (an unknown one is not evidence either way)."""
     return a is not None and b is not None and a != b
 
 
@@ -239,7 +241,7 @@ def comparisons_markdown(results: list[PairedResult], alpha: float) -> str:
         parts += [f"- `{r.split}`: {r.unmatched} game(s) evaluated by only one side of a seed pair were left out"
                   for r in unmatched]
         parts += [f"- `{r.split}`: seed pair(s) {', '.join(f'{x}–{y}' for x, y in r.other_starts)} left out: their "
-                  "two runs come from different SFT starts (the `weights/iter0` digests their evaluations recorded "
-                  "differ: the start was trained again after one of them finished)" for r in rows if r.other_starts]
+                  "two runs come from different SFT starts (their `weights/iter0` tensors differ: the start was "
+                  "trained again after one of them finished)" for r in rows if r.other_starts]
         parts.append("")
     return "\n".join(parts)

@@ -6,7 +6,8 @@ per run and are rebuilt by rerunning. ``sand sweep FILE --export DIR`` copies ev
 weights into ``DIR/<arm>/seed<k>`` and writes ``DIR``'s results, so the results can be committed beside the
 experiment file; ``--table-only`` and ``--compare`` with ``-o DIR`` read them as they read the sweep's own folder.
 
-An exported run cannot lend its weights to an arm that reuses them: the reuse is refused with a
+Each exported run keeps the digest of its weights' tensors (:data:`EXPORTED_WEIGHTS`), so the paired comparisons
+can still check that two runs of a seed come from the same SFT start. An exported run cannot lend its weights to an arm that reuses them: the reuse is refused with a
 :class:`~sand_framework.errors.RunDirError` naming the missing output (:meth:`RunDir.adopt`), never adopted
 half. Runs that have not finished are not exported: they cannot be resumed without the weights they start from.
 """
@@ -17,13 +18,19 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sand_framework.app.fingerprint import MISSING, tensors_digest
 from sand_framework.errors import RunDirError
-from sand_framework.store import RunLayout
+from sand_framework.store import RunDir, RunLayout
+from sand_framework.store.files import atomic_write_json, read_json
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.spec import SweepSpec
 
 LEFT_OUT = (RunLayout.WEIGHTS, RunLayout.LOCK, RunLayout.DISCARDED)
 """What an exported run leaves out: its weights (rebuilt by rerunning), its lock and a half-discarded stage."""
+EXPORTED_WEIGHTS = "exported_weights.json"
+"""In an exported run: the :func:`~sand_framework.app.fingerprint.tensors_digest` of every finished training
+stage's weights (``weights/iterK`` -> digest), taken before they were left out, so that the runs' SFT starts can
+still be told apart (:func:`weights_digests`)."""
 
 
 @dataclass
@@ -51,11 +58,29 @@ def export_results(spec: SweepSpec, out: Path, dest: Path) -> Exported:
             tmp = target.with_name(target.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.copytree(src, tmp, ignore=_left_out(src))
+            atomic_write_json(tmp / EXPORTED_WEIGHTS, weights_digests(src))
             shutil.rmtree(target, ignore_errors=True)
             tmp.rename(target)
             done.runs.append(name)
             done.bytes += sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     return done
+
+
+def weights_digests(run: Path) -> dict[str, str]:
+    """``weights/iterK`` -> tensors digest of every finished training stage of the run: computed from its weights
+    where they are (a stage retrained in an exported copy counts as it is now), read from
+    :data:`EXPORTED_WEIGHTS` where an export left them out."""
+    exported = (read_json(run / EXPORTED_WEIGHTS, {}) or {}) if (run / EXPORTED_WEIGHTS).is_file() else {}
+    rd, out = RunDir(run), {}
+    for stage in (read_json(run / RunLayout.STATE, {}) or {}).get(RunLayout.STATE_DONE, {}):
+        parsed = RunLayout.parse_stage(stage)
+        result = rd.stage_result(stage) if parsed and parsed[0] == "train" else None
+        if isinstance(result, dict) and result.get("weights"):
+            folder = RunLayout.weights(parsed[1])
+            digest = tensors_digest(result["weights"])
+            if digest != MISSING or folder in exported:
+                out[folder] = digest if digest != MISSING else exported[folder]
+    return out
 
 
 def _left_out(run: Path):
@@ -68,4 +93,4 @@ def _left_out(run: Path):
     return ignore
 
 
-__all__ = ["LEFT_OUT", "Exported", "export_results"]
+__all__ = ["EXPORTED_WEIGHTS", "LEFT_OUT", "Exported", "export_results", "weights_digests"]
