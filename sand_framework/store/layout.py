@@ -46,6 +46,11 @@ class RunLayout:
     """Where ``--redo-from`` moves a discarded stage's folders before deleting them (a crash mid-way leaves
     them here, never half-deleted in place; removed by the next ``--redo-from``)."""
     LOCK = "run.lock"
+    CHECKPOINTS = "checkpoints"
+    """Inside a training stage's weights folder: its resumable checkpoints (``checkpoint-N``) while it trains."""
+    EXPORTED_WEIGHTS = "exported_weights.json"
+    """In a run copied by ``sand sweep --export`` (which leaves ``weights/`` out): the tensors digest of every
+    finished training stage's weights (``weights/iterK`` -> digest), taken before they were left out."""
     LOG = "run.log"
     """Every log record of ``sand run`` while it holds the run (SAND's, plugins', warnings), appended by resumes."""
     METRICS = "metrics.json"

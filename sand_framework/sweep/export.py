@@ -6,10 +6,11 @@ per run and are rebuilt by rerunning. ``sand sweep FILE --export DIR`` copies ev
 weights into ``DIR/<arm>/seed<k>`` and writes ``DIR``'s results, so the results can be committed beside the
 experiment file; ``--table-only`` and ``--compare`` with ``-o DIR`` read them as they read the sweep's own folder.
 
-Each exported run keeps the digest of its weights' tensors (:data:`EXPORTED_WEIGHTS`), so the paired comparisons
-can still check that two runs of a seed come from the same SFT start. An exported run cannot lend its weights to an arm that reuses them: the reuse is refused with a
-:class:`~sand_framework.errors.RunDirError` naming the missing output (:meth:`RunDir.adopt`), never adopted
-half. Runs that have not finished are not exported: they cannot be resumed without the weights they start from.
+Each exported run keeps the digest of its weights' tensors (:data:`EXPORTED_WEIGHTS`), so the paired
+comparisons can still check that two runs of a seed come from the same SFT start. An exported run cannot lend
+its weights to an arm that reuses them: the reuse is refused with a :class:`~sand_framework.errors.RunDirError`
+naming the missing output (:meth:`RunDir.adopt`), never adopted half. Runs that have not finished are not
+exported: they cannot be resumed without the weights they start from.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from sand_framework.sweep.spec import SweepSpec
 
 LEFT_OUT = (RunLayout.WEIGHTS, RunLayout.LOCK, RunLayout.DISCARDED)
 """What an exported run leaves out: its weights (rebuilt by rerunning), its lock and a half-discarded stage."""
-EXPORTED_WEIGHTS = "exported_weights.json"
-"""In an exported run: the :func:`~sand_framework.app.fingerprint.tensors_digest` of every finished training
-stage's weights (``weights/iterK`` -> digest), taken before they were left out, so that the runs' SFT starts can
-still be told apart (:func:`weights_digests`)."""
+EXPORTED_WEIGHTS = RunLayout.EXPORTED_WEIGHTS
+"""The :func:`~sand_framework.app.fingerprint.tensors_digest` of each training stage's weights, kept in an exported
+run so that the runs' SFT starts can still be told apart (:func:`weights_digests`)."""
 
 
 @dataclass
@@ -70,7 +70,7 @@ def weights_digests(run: Path) -> dict[str, str]:
     """``weights/iterK`` -> tensors digest of every finished training stage of the run: computed from its weights
     where they are (a stage retrained in an exported copy counts as it is now), read from
     :data:`EXPORTED_WEIGHTS` where an export left them out."""
-    exported = (read_json(run / EXPORTED_WEIGHTS, {}) or {}) if (run / EXPORTED_WEIGHTS).is_file() else {}
+    exported = read_json(run / EXPORTED_WEIGHTS, {}) or {}
     rd, out = RunDir(run), {}
     for stage in (read_json(run / RunLayout.STATE, {}) or {}).get(RunLayout.STATE_DONE, {}):
         parsed = RunLayout.parse_stage(stage)

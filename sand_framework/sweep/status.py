@@ -18,10 +18,6 @@ from sand_framework.store.files import read_json
 from sand_framework.sweep.runner import finished, run_dir_of, wall_seconds
 from sand_framework.sweep.spec import SweepSpec
 
-CHECKPOINTS = "checkpoints"
-"""Where a training stage keeps its resumable checkpoints, inside its weights folder."""
-
-
 @dataclass
 class RunStatus:
     arm: str
@@ -69,11 +65,12 @@ def stage_progress(path: Path, stage: str) -> str:
     """Finished units of ``stage``'s unit logs, or the newest checkpoint of a training stage."""
     kind, k = RunLayout.parse_stage(stage) or ("", 0)
     if kind == "train":
-        checkpoints = path / RunLayout.weights(k) / CHECKPOINTS
+        checkpoints = path / RunLayout.weights(k) / RunLayout.CHECKPOINTS
         names = sorted((p.name for p in checkpoints.glob("checkpoint-*") if p.is_dir()),
                        key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else -1)
         return f"newest checkpoint: {names[-1]}" if names else "no checkpoint yet"
-    logs = sorted(log for folder in RunLayout.stage_folders(stage) for log in (path / folder).rglob(f"*{RunLayout.UNITS}"))
+    logs = sorted(log for folder in RunLayout.stage_folders(stage)
+                  for log in (path / folder).rglob(f"*{RunLayout.UNITS}"))
     counts = [(log.relative_to(path).as_posix(), len(UnitLog(log))) for log in logs]
     return "; ".join(f"{n} units in {rel}" for rel, n in counts) or "no unit finished yet"
 
