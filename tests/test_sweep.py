@@ -741,6 +741,32 @@ def test_export_keeps_the_results_without_weights_and_a_reuse_of_them_is_refused
     assert rebuilt.start("sand", 0) == GameOutcomes(spec, out).start("control", 0)  # the copy kept seed 0's too
 
 
+def test_a_run_another_process_holds_is_left_to_it(finished_sweep):
+    """Two sweep processes side by side (`--seed 1` and a second one for other arms): a run another live process
+    holds, or whose reused arm it still runs, is reported `busy` and left alone: not failed, not blocking."""
+    path, out = finished_sweep
+    import shutil
+
+    (out / "control/seed1/metrics.json").unlink()
+    shutil.rmtree(out / "control/seed2")
+    (out / "sand/seed2/metrics.json").unlink()
+    before = (out / "control/seed1/state.json").read_text()
+    holders = [RunDir(out / "control/seed1"), RunDir(out / "sand/seed2")]
+    for rd in holders:
+        rd.lock()
+    try:
+        proc = sand("sweep", str(path), "--arm", "control", "--seed", "1", "--seed", "2")
+    finally:
+        for rd in holders:
+            rd.unlock()
+    assert "left to the process running them: " in proc.stderr and proc.returncode == 0
+    assert f"control/seed1 (another process (pid {os.getpid()}) is running it)" in proc.stderr
+    assert f"control/seed2 (it reuses arm sand, which another process (pid {os.getpid()}) is still running)" \
+        in proc.stderr
+    assert "not finished" not in proc.stderr and "failed" not in proc.stderr
+    assert (out / "control/seed1/state.json").read_text() == before and not (out / "control/seed2").exists()
+
+
 def test_status_says_where_every_run_stands(finished_sweep):
     """`--status`: finished, running (a live process holds the lock), stopped part way (its stage in progress with
     its finished units or newest checkpoint), not started; it writes nothing."""

@@ -104,7 +104,7 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                        + "\n".join(f"  - {p}" for p in found.machine), err=True)
         click.echo(json.dumps(runs, indent=2))
         return
-    failed = []
+    failed, busy = [], []
     if not table_only:
         resume = shlex.join(["sand", "sweep", sweep_file, *(["-o", out_dir] if out_dir else []),
                              *[w for a in arms for w in ("--arm", a)], *[w for s in seeds for w in ("--seed", str(s))],
@@ -112,9 +112,13 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                              *([ALLOW_FLAG] if recipe_plugins_allowed() else [])])
         outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds), resume=resume)
         failed = [o for o in outcomes if o.status in ("failed", "blocked")]
+        busy = [o for o in outcomes if o.status == "busy"]
     path = write_results(spec, out)
     click.echo(path.read_text())
     click.echo(f"results: {path}")
+    if busy:
+        click.echo("left to the process running them: " + ", ".join(f"{o.arm}/seed{o.seed} ({o.message})"
+                                                                   for o in busy), err=True)
     if failed:
         click.echo("not finished: " + ", ".join(f"{o.arm}/seed{o.seed} ({o.status}: {o.message})" for o in failed),
                    err=True)

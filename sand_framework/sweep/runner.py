@@ -31,7 +31,7 @@ from sand_framework.app.reuse import reuse_stages
 from sand_framework.app.runner import STOP_SIGNALS, create, reopen
 from sand_framework.errors import RunStopped, SandError
 from sand_framework.logs import console_level
-from sand_framework.store import RunLayout
+from sand_framework.store import RunDir, RunLayout
 from sand_framework.stopping import REPEAT_S
 from sand_framework.store.files import atomic_write_json, read_json
 from sand_framework.sweep.spec import ArmSpec, SweepSpec, arm_overrides
@@ -52,7 +52,9 @@ class RunOutcome:
     seed: int
     run_dir: str
     status: str
-    """``done`` (ran now), ``skipped`` (finished earlier), ``failed``, or ``blocked`` (the arm it reuses failed)."""
+    """``done`` (ran now), ``skipped`` (finished earlier), ``failed``, ``blocked`` (the arm it reuses failed) or
+    ``busy`` (another process, such as a second ``sand sweep --seed K``, is running it or the arm it reuses; a
+    later sweep runs it)."""
     seconds: float = 0.0
     message: str = ""
 
@@ -103,6 +105,17 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
                 failed.add((arm.name, seed))
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "blocked", message=f"arm {arm.reuse} failed"))
                 continue
+            holder = _held_elsewhere(path)
+            if holder is not None:
+                outcomes.append(RunOutcome(arm.name, seed, str(path), "busy",
+                                           message=f"another process (pid {holder}) is running it"))
+                continue
+            source = run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None
+            holder = _held_elsewhere(source) if source is not None and not finished(source) else None
+            if holder is not None:
+                outcomes.append(RunOutcome(arm.name, seed, str(path), "busy", message=(
+                    f"it reuses arm {arm.reuse}, which another process (pid {holder}) is still running")))
+                continue
             if stop.signum is not None:
                 raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
             console.rule(f"[bold]{spec.name}[/]: arm {arm.name}, seed {seed} -> {path}")
@@ -132,6 +145,12 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             outcomes.append(RunOutcome(arm.name, seed, str(path), status, seconds, message))
             _record_wall_time(out, arm.name, seed, seconds)
     return outcomes
+
+
+def _held_elsewhere(path: Path) -> str | None:
+    """The pid of a live process holding ``path``'s run lock (None when none does, or it is not a run yet): two
+    sweep processes side by side leave each other's runs alone instead of failing on the lock."""
+    return RunDir(path).held_by()
 
 
 POLL_S = 0.1
