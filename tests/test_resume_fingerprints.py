@@ -234,6 +234,55 @@ def test_changed_weights_of_a_finished_stage_are_refused_in_the_stage_that_read_
         check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
 
 
+def test_rebuild_weights_trains_the_start_again_and_keeps_the_results(finished, plugins, tmp_path):
+    """An exported run (no weights): `--rebuild-weights` trains train/iter0 into its folder, the same weights on
+    the same machine; later iterations' weights stay missing; every result and fingerprint is kept."""
+    rd = copy_of(finished, tmp_path)
+    original = (rd.path / "weights/iter0/final/adapter_model.safetensors").read_bytes()
+    shutil.rmtree(rd.path / "weights")
+    before = json.loads((rd.path / L.STATE).read_text())
+    ps, regs = plugins
+    recipe = recipe_of(plugins)
+    ctx = RunContext(recipe=recipe, run_dir=rd, plugins=ps, registries=regs)
+    ctx.components.update(policy=ScriptedPolicy(), trainer=FileTrainer(), preference_trainer=FilePreferenceTrainer())
+    ctx._policy_ready, ctx.base_model_path = True, "scripted"
+    pipeline = Pipeline(ctx, before_stage=lambda s: rd.record_fingerprint(s, fingerprint(recipe, rd, regs, ps, s)))
+    try:
+        assert pipeline.missing_weights() == ["train/iter0", "train/iter1"]
+        assert pipeline.rebuild_weights() == ["train/iter0"]
+        assert pipeline.missing_weights() == ["train/iter1"] and pipeline.rebuild_weights() == []
+    finally:
+        ctx.close()
+    assert (rd.path / "weights/iter0/final/adapter_model.safetensors").read_bytes() == original
+    after = json.loads((rd.path / L.STATE).read_text())
+    assert after["fingerprints"] == before["fingerprints"]
+    assert {k: v for k, v in after["done"]["train/iter0"].items() if k != "rebuilt"} == before["done"]["train/iter0"]
+    assert {k: v for k, v in after["done"].items() if k != "train/iter0"} == \
+        {k: v for k, v in before["done"].items() if k != "train/iter0"}
+
+
+def test_a_rebuilt_start_lets_the_stages_after_it_resume_said_and_recorded(finished, plugins, tmp_path):
+    """Trained again on another machine, the start's tensors may differ: the stages that read it are kept (said,
+    and the digest they came from recorded), only when --rebuild-weights made it and nothing else changed."""
+    rd = copy_of(finished, tmp_path)
+    (rd.path / "weights/iter0/final/adapter_model.safetensors").write_text("the start, trained on another CPU")
+    with pytest.raises(InputsChanged, match=r"stage 'synth/iter1'.*weights/iter0"):  # not said to be a rebuild
+        check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
+    rd.mark_done("train/iter0", {**rd.stage_result("train/iter0"), "rebuilt": {"seconds": 1.0}})
+    with pytest.raises(InputsChanged, match=r"seed"):  # the start and the recipe changed: refused
+        check_resume(recipe_of(plugins, ["run.seed=5"]), rd, plugins[1], plugins[0])
+    then = rd.fingerprints()
+    found = check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
+    assert found.rebuilt_start == ["synth/iter1", "train/iter1", "eval"]
+    now = rd.fingerprints()
+    for stage in found.rebuilt_start:
+        assert now[stage]["rebuilt_start"] == {"weights/iter0": then[stage]["inputs"]["weights/iter0"]}
+        assert now[stage]["inputs"]["weights/iter0"] != then[stage]["inputs"]["weights/iter0"]
+    assert now["train/iter0"] == then["train/iter0"]
+    assert check_resume(recipe_of(plugins), rd, plugins[1], plugins[0]).rebuilt_start == []  # checked from now on
+    assert rd.fingerprints() == now
+
+
 def test_a_run_made_before_fingerprints_resumes_says_so_once_and_is_checked_from_then_on(finished, plugins,
                                                                                        tmp_path):
     rd = copy_of(finished, tmp_path)

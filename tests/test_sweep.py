@@ -741,6 +741,86 @@ def test_export_keeps_the_results_without_weights_and_a_reuse_of_them_is_refused
     assert rebuilt.start("sand", 0) == GameOutcomes(spec, out).start("control", 0)  # the copy kept seed 0's too
 
 
+def test_rebuild_weights_trains_an_exported_start_again_and_keeps_every_result(sweep, tmp_path):
+    """A machine change loses the SFT start's weights: `sand run --resume RUN --rebuild-weights` trains them
+    again in the exported run (same tensors on one machine), keeps its results and its record of the original
+    weights, and an arm reusing it then runs. Pairing that arm with the start's own row: left out by default
+    (the start was computed "on another machine", simulated by its record), paired and named with
+    `pair_starts: recipe` when the two `train/iter0` fingerprints agree, left out when they do not."""
+    out, path, _ = sweep
+    dest = tmp_path / "kept"
+    sand("sweep", str(path), "--export", str(dest))
+    import shutil
+
+    from sand_framework.app.fingerprint import tensors_digest
+    from sand_framework.sweep import load_sweep
+    from sand_framework.sweep.compare import GameOutcomes
+
+    shutil.rmtree(dest / "control" / "seed1")
+    start = dest / "sand" / "seed1"
+    (start / "exported_weights.json").write_text(json.dumps({"weights/iter0": "tensors:another-machine"}))
+    kept = {p.relative_to(start): p.read_bytes() for p in [start / "metrics.json", *start.glob("eval/*/*")]}
+    done_before = json.loads((start / "state.json").read_text())["done"]
+
+    proc = sand("run", "--resume", str(start), "--rebuild-weights")
+    assert "--rebuild-weights: trained train/iter0 again; every result is kept" in proc.stderr + proc.stdout
+    assert tensors_digest(start / "weights/iter0/final") == GameOutcomes(load_sweep(path), out).start("sand", 1)
+    assert {p.relative_to(start): p.read_bytes() for p in [start / "metrics.json", *start.glob("eval/*/*")]} == kept
+    done = json.loads((start / "state.json").read_text())["done"]
+    assert done["train/iter0"]["seconds"] == done_before["train/iter0"]["seconds"] and "rebuilt" in done["train/iter0"]
+    assert {k: v for k, v in done.items() if k != "train/iter0"} == {k: v for k, v in done_before.items()
+                                                                   if k != "train/iter0"}
+    assert "nothing to rebuild" in " ".join(sand("run", "--resume", str(start), "--rebuild-weights").stderr.split())
+    sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
+    assert (dest / "control/seed1/metrics.json").is_file()
+
+    data = yaml.safe_load(path.read_text())
+    data["comparisons"] = [{"question": "Does the control beat its start?", "a": "control/final", "b": "sand/sft"}]
+    games = {}
+    for how in ("tensors", "recipe"):
+        variant = tmp_path / f"{how}.yaml"
+        variant.write_text(yaml.safe_dump({**data, "pair_starts": how}))
+        said = " ".join(sand("sweep", str(variant), "-o", str(dest), "--compare").stdout.split())
+        games[how] = said
+    assert "seed pair(s) 1–1 left out" in games["tensors"] and "| 0–0 |" in games["tensors"]
+    assert "seed pair(s) 1–1 paired although their SFT starts' tensors differ" in games["recipe"]
+    assert "| 0–0, 1–1 |" in games["recipe"]
+    state = json.loads((dest / "control/seed1/state.json").read_text())
+    state["fingerprints"]["train/iter0"]["inputs"]["expert/expert.sharegpt.json"] = "sha256:other-data"
+    (dest / "control/seed1/state.json").write_text(json.dumps(state))
+    said = " ".join(sand("sweep", str(tmp_path / "recipe.yaml"), "-o", str(dest), "--compare").stdout.split())
+    assert "seed pair(s) 1–1 left out" in said and "paired although" not in said
+
+
+def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep, tmp_path):
+    """A run longer than a machine's life: exported stopped part way (its finished stages and units, no weights),
+    then `--rebuild-weights` trains its start again and the sweep continues it: the stages computed from the first
+    start are kept and said, the rest computed, and the run finishes with the tables reading it."""
+    out, path, _ = sweep
+    import shutil
+
+    work = tmp_path / "machine1"
+    shutil.copytree(out, work)
+    RunDir(work / "control/seed1").discard(["train/iter1", "eval"])
+    dest = tmp_path / "kept"
+    proc = sand("sweep", str(path), "-o", str(work), "--export", str(dest))
+    assert "exported 4 finished run(s)" in proc.stdout and "1 run(s) stopped part way" in proc.stdout
+    run = dest / "control/seed1"
+    assert (run / "iter1").is_dir() and not (run / "weights").exists()
+    assert "synth/iter1" in json.loads((run / "state.json").read_text())["done"]
+    status = sand("sweep", str(path), "-o", str(dest), "--status").stdout
+    assert "| control/seed1 | stopped |" in status
+
+    sand("run", "--resume", str(run), "--rebuild-weights")
+    proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
+    said = " ".join((proc.stdout + proc.stderr + (run / "run.log").read_text()).split())
+    assert "synth/iter1, train/iter1 were computed or started from the SFT start as first trained" not in said
+    assert "synth/iter1 were computed or started from the SFT start as first trained" in said, said[-2000:]
+    assert (run / "metrics.json").is_file()
+    state = json.loads((run / "state.json").read_text())
+    assert "rebuilt_start" in state["fingerprints"]["synth/iter1"]
+
+
 def test_a_run_another_process_holds_is_left_to_it(finished_sweep):
     """Two sweep processes side by side (`--seed 1` and a second one for other arms): a run another live process
     holds, or whose reused arm it still runs, is reported `busy` and left alone: not failed, not blocking."""

@@ -405,9 +405,14 @@ class ResumeCheck:
     unrecorded_files: list[str] = field(default_factory=list)
     """``STAGE: SLOT.PARAM`` for the files a component declares (``Component.input_files``) whose content an
     older SAND did not digest when it computed the stage: unchecked, recorded now (later edits are refused)."""
+    rebuilt_start: list[str] = field(default_factory=list)
+    """Stages computed (or started) from the SFT start as first trained, whose only changed input is that start,
+    trained again since by ``--rebuild-weights``: kept, and continued from the rebuild; the digest they were
+    computed from is kept in their fingerprint (``rebuilt_start``)."""
 
 
-def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet) -> ResumeCheck:
+def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: PluginSet,
+                 only: list[str] | None = None) -> ResumeCheck:
     """Refuse (:class:`InputsChanged`, exit 3) a run whose recipe or data changed under a stage it holds,
     naming the first such stage, what differs and the ``--redo-from`` command; otherwise record the
     fingerprints missing from stages an older SAND finished (and rewrite the ones an older SAND recorded in an
@@ -416,12 +421,15 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
 
     A new plugin version is said, not refused: every upgrade (SAND's own built-ins included) would otherwise
     strand every finished run, while most releases do not change what a stage computed. The message names
-    the stage and the ``--redo-from`` command for the user who decides it does."""
+    the stage and the ``--redo-from`` command for the user who decides it does. ``only``: check these stages
+    and no others (``--rebuild-weights`` computes the SFT start and nothing after it)."""
     memo: dict[str, str] = {}
     recorded = rd.fingerprints()
     found = ResumeCheck()
     record: dict[str, dict[str, Any]] = {}
     for stage in recorded_stages(rd):
+        if only is not None and stage not in only:
+            continue
         now = fingerprint(recipe, rd, registries, plugins, stage, memo)
         then = recorded.get(stage)
         if then is None:
@@ -439,6 +447,11 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
             then = {**then, "inputs": {**(then.get("inputs") or {}), **{k: now["inputs"][k] for k in unrecorded}}}
         versions = version_changes(then, now)
         diffs = [d for d in changes(then, now) if d not in versions]
+        if diffs and _only_the_rebuilt_start(rd, then, now):
+            found.rebuilt_start.append(stage)
+            first = then.get("rebuilt_start") or {L.weights(0): then["inputs"][L.weights(0)]}
+            record[stage] = {**now, "plugins": then["plugins"], "rebuilt_start": first}
+            continue
         if diffs:
             raise InputsChanged(stale_message(recipe, rd, stage, diffs))
         found.new_versions += [f"{stage}: {v}" for v in versions]
@@ -450,6 +463,26 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
     for stage, now in record.items():
         rd.record_fingerprint(stage, now)
     return found
+
+
+def _only_the_rebuilt_start(rd: RunDir, then: dict[str, Any], now: dict[str, Any]) -> bool:
+    """``then`` and ``now`` differ in the SFT start's weights alone, and ``--rebuild-weights`` trained that start
+    again (its ``train/iter0`` result says so): the same recipe, data and seed computed both."""
+    key = L.weights(0)
+    a_in, b_in = dict(then.get("inputs") or {}), dict(now.get("inputs") or {})
+    if key not in a_in or a_in.get(key) == b_in.get(key) or b_in.get(key) in (None, MISSING):
+        return False
+    a_in.pop(key), b_in.pop(key)
+    result = rd.stage_result(L.train_stage(0)) if rd.stage_done(L.train_stage(0)) else None
+    return (a_in == b_in and not differences(now.get("recipe", {}), then.get("recipe", {}))
+            and isinstance(result, dict) and bool(result.get("rebuilt")))
+
+
+def rebuilt_start_note(rd: RunDir, stages: list[str]) -> str:
+    return (f"{', '.join(stages)} were computed or started from the SFT start as first trained; they are kept "
+            f"and continue from its rebuild (--rebuild-weights: the same recipe, data and seed, tensors that may "
+            f"differ in floating-point rounding on another machine); the digest they came from is kept in "
+            f"{rd.path / L.STATE} (fingerprints.STAGE.rebuilt_start)")
 
 
 def versions_note(rd: RunDir, new_versions: list[str]) -> str:

@@ -21,6 +21,7 @@ from sand_framework.app.fingerprint import (
     check_resume,
     fingerprint,
     older_format_note,
+    rebuilt_start_note,
     redo_from as redo_stages,
     unknown_note,
     unreadable_note,
@@ -229,16 +230,20 @@ def stopped_message(exc: RunStopped, stage: str | None, path: Path) -> str:
 
 
 def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str] = (),
-        resume: str | None = None, run_dir: str | None = None, redo_from: str | None = None
-        ) -> tuple[dict[str, Any], Path]:
+        resume: str | None = None, run_dir: str | None = None, redo_from: str | None = None,
+        rebuild_weights: bool = False) -> tuple[dict[str, Any], Path]:
     """Run a recipe in a new run directory, or continue the one at ``resume`` (discarding ``redo_from`` and the
-    stages after it first, when given).
+    stages after it first, when given; with ``rebuild_weights``, only train the SFT start's weights again where
+    an export left them out, keeping every result: :meth:`Pipeline.rebuild_weights`).
 
     Before any stage, every stage the run holds is checked against its fingerprint
     (:func:`~sand_framework.app.fingerprint.check_resume`): a changed recipe or data file is refused, a new
     plugin version is said."""
     if redo_from is not None and resume is None:
         raise RunDirError("--redo-from STAGE continues a run: give it with --resume RUN_DIR")
+    if rebuild_weights and (resume is None or redo_from is not None):
+        raise RunDirError("--rebuild-weights trains an exported run's SFT start again: give it with --resume "
+                          "RUN_DIR and without --redo-from")
     if resume is not None:
         if overrides:
             raise RunDirError("overrides cannot change a run being resumed; start a new run instead")
@@ -268,10 +273,12 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                                     f"{', '.join(removed) or 'nothing'})")
                             log.info(said)
                             ctx.console.print(said, markup=False, highlight=False)
-                        found = check_resume(recipe, rd, registries, plugins)
+                        found = check_resume(recipe, rd, registries, plugins,
+                                             [L.EXPERT, L.train_stage(0)] if rebuild_weights else None)
                         for stages, note in ((found.unknown, unknown_note), (found.older_format, older_format_note),
                                              (found.unreadable, unreadable_note),
-                                             (found.unrecorded_files, unrecorded_files_note)):
+                                             (found.unrecorded_files, unrecorded_files_note),
+                                             (found.rebuilt_start, lambda st: rebuilt_start_note(rd, st))):
                             if stages:
                                 log.info(note(stages))
                                 ctx.console.print(f"note: {note(stages)}", markup=False, highlight=False)
@@ -279,7 +286,20 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             log.warning(versions_note(rd, found.new_versions))
                             ctx.console.print(f"[yellow]warning[/]: {versions_note(rd, found.new_versions)}",
                                               highlight=False)
-                        metrics = pipeline.run()
+                        if rebuild_weights:
+                            rebuilt = pipeline.rebuild_weights()
+                            said = (f"--rebuild-weights: trained {', '.join(rebuilt)} again; every result is kept"
+                                    if rebuilt else "--rebuild-weights: the SFT start's weights are there; "
+                                    "nothing to rebuild")
+                            later = [s for s in pipeline.missing_weights() if s != L.train_stage(0)]
+                            if later:
+                                said += (f" (the weights of {', '.join(later)} stay missing: no arm reuses them; "
+                                         f"`--redo-from {later[0]}` computes them again, with the stages after)")
+                            log.info(said)
+                            ctx.console.print(said, markup=False, highlight=False)
+                            metrics = rd.read_json(L.METRICS, None) or {"eval": {}}
+                        else:
+                            metrics = pipeline.run()
                     except RunStopped as exc:
                         _caught(exc)
                         raise RunStopped(exc.signum, stopped_message(exc, pipeline.stage, rd.path)) from None

@@ -43,16 +43,20 @@ def recipe_command(fn):
 @click.option("--redo-from", metavar="STAGE",
               help="With --resume: discard STAGE (expert, train/iterK, synth/iterK, eval) and every stage after it, "
                    "then compute them again (what to do when the recipe or inputs changed under a finished stage).")
+@click.option("--rebuild-weights", is_flag=True,
+              help="With --resume: train the SFT start (train/iter0) of a run exported without weights again, "
+                   "keeping every result, so that arms reusing it can run on this machine.")
 @PLUGINS_DIR
 @friendly
-def run(recipe, overrides, resume, run_dir, redo_from, plugin_dirs):
+def run(recipe, overrides, resume, run_dir, redo_from, rebuild_weights, plugin_dirs):
     """Run RECIPE (a path or a bundled name like `quickstart`) with key=value OVERRIDES."""
     from sand_framework.app.runner import run as run_recipe
 
     if recipe and "=" in recipe and resume:  # `sand run --resume DIR` may be followed by nothing else
         overrides = (recipe, *overrides)
         recipe = None
-    metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir, redo_from)
+    metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir, redo_from,
+                               rebuild_weights)
     echo_eval(metrics, path)
 
 

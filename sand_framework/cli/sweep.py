@@ -32,8 +32,8 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
               help="Only print where every run stands (finished, running, stopped part way, not started; the stage "
                    "in progress and how far it got); runs and writes nothing.")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False),
-              help="Only copy every finished run without its weights into this folder (to keep or commit the "
-                   "results) and write its results.md; runs nothing.")
+              help="Only copy every finished run, and every run stopped part way, without its weights into this "
+                   "folder (to keep or commit the results) and write its results.md; runs nothing.")
 @PLUGINS_DIR
 @friendly
 def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, status_only,
@@ -76,8 +76,13 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
         path = write_results(spec, Path(export_dir))
         click.echo(f"exported {len(done.runs)} finished run(s) without weights into {export_dir} "
                    f"({done.bytes / 1e6:.1f} MB); results: {path}")
+        if done.stopped:
+            click.echo(f"exported {len(done.stopped)} run(s) stopped part way, with their finished stages and units "
+                       f"({', '.join(done.stopped)}): on another machine, `sand run --resume RUN --rebuild-weights` "
+                       "trains their SFT start again, then the sweep continues them")
         if done.unfinished:
-            click.echo("not exported (not finished): " + ", ".join(done.unfinished), err=True)
+            click.echo("not exported (not started, or running: stop it first): " + ", ".join(done.unfinished),
+                       err=True)
         return
     unknown = [a for a in arms if a not in {x.name for x in spec.arms}]
     if unknown:

@@ -162,6 +162,14 @@ class Pipeline:
         self._enter(stage, not self.rd.stage_done(stage))
         if self.rd.stage_done(stage):
             return self.rd.stage_result(stage)["weights"]
+        summary = self._fit(iteration, trajs, init, data, weights)
+        self._stage_end(stage, summary)
+        return summary["weights"]
+
+    def _fit(self, iteration: int, trajs: list[Trajectory], init: str | None, data: IterationData | None,
+             weights: dict[str, str | None] | None) -> dict[str, Any]:
+        """Train stage ``iteration``'s weights into its folder; its summary (weights, seconds, inputs)."""
+        stage = L.train_stage(iteration)
         epochs = self.recipe.run.epochs
         n_epochs = epochs[min(iteration, len(epochs) - 1)]
         pairs = data.pairs if data is not None else []
@@ -184,8 +192,33 @@ class Pipeline:
             reference_weights=reference, iteration=iteration))
         summary: dict[str, Any] = {"weights": out, "seconds": round(time.time() - t0, 1)}
         summary.update({"pairs": len(pairs)} if slot != TRAINER_SLOT["sft"] else {"trajectories": len(trajs)})
-        self._stage_end(stage, summary)
-        return out
+        return summary
+
+    def missing_weights(self) -> list[str]:
+        """The finished training stages whose weights folder is not there (a run exported without weights)."""
+        stages = [L.train_stage(k) for k in range(self.recipe.run.iterations + 1)]
+        return [s for s in stages if self.rd.stage_done(s)
+                and not Path(str((self.rd.stage_result(s) or {}).get("weights") or "")).exists()]
+
+    def rebuild_weights(self) -> list[str]:
+        """Train the SFT start (``train/iter0``) of a finished run again where an export left its weights out
+        (``sand run --resume RUN --rebuild-weights``), so that arms reusing it can run on a new machine. Every
+        result is kept: the stages after it were computed from the original weights, which the export's digest
+        still names (the rebuilt ones are the same tensors on the same machine, and may differ in floating-point
+        rounding on another). Later iterations' weights stay missing: no arm reuses them, and they are trained on
+        the data their iteration built (``--redo-from train/iterK`` computes them again, and what follows).
+        Returns the stages rebuilt."""
+        stage = L.train_stage(0)
+        if stage not in self.missing_weights():
+            return []
+        recorded = self.rd.stage_result(stage)
+        expert = self.expert()
+        self._enter(stage, True)
+        summary = self._fit(0, expert, None, None, None)
+        self.rd.mark_done(stage, {**recorded, "weights": summary["weights"],
+                                  "rebuilt": {"seconds": summary["seconds"]}})
+        self._notify("sand_stage_end", stage=stage, summary=self.rd.stage_result(stage))
+        return [stage]
 
     def _method(self) -> Method:
         return self.ctx.component("method")

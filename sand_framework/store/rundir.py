@@ -272,8 +272,21 @@ class RunDir:
             state["done"].pop(stage, None)
             fingerprints.pop(stage, None)
         self._write_state({**state, L.STATE_FINGERPRINTS: fingerprints})
+        self._forget_exported_weights(stages)
         shutil.rmtree(trash, ignore_errors=True)
         return removed
+
+    def _forget_exported_weights(self, stages: list[str]) -> None:
+        """Drop an export's record of the weights of discarded training stages: what is trained next is another
+        model, and the stages after it are computed from that one."""
+        exported = self.path / L.EXPORTED_WEIGHTS
+        record = read_json(exported, None) if exported.is_file() else None
+        if not isinstance(record, dict):
+            return
+        folders = {L.weights(parsed[1]) for parsed in map(L.parse_stage, stages) if parsed and parsed[0] == "train"}
+        kept = {k: v for k, v in record.items() if k not in folders}
+        if kept != record:
+            atomic_write_json(exported, kept)
 
     def _to_stored(self, value: Any) -> Any:
         if isinstance(value, dict):

@@ -22,8 +22,11 @@ against every seed of the other arm (:func:`sand_framework.sweep.spec.seed_pairs
 Two runs of one seed are paired only if they come from the same SFT start: the digests of their
 ``weights/iter0`` tensors (:func:`~sand_framework.sweep.export.weights_digests`) must agree where both are
 known. They differ when a seed's SFT start was trained again (its weights lost with a machine, rebuilt on
-another that computes in other floating-point order) after some of its arms had finished; such a pair is
-left out and named, never silently mixed into the test.
+another that computes in other floating-point order: measured, an Intel AMX and an AMD AVX-512 machine gave
+different tensors for the same recipe) after some of its arms had finished. By default such a pair is left out
+and named, never silently mixed into the test; with the sweep file's ``pair_starts: recipe`` it is paired when
+the two starts' ``train/iter0`` fingerprints are equal (the same recipe, data, seed and plugin versions
+computed them), and named under the question's table as a rebuilt start.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 
 from sand_framework.report.tables import markdown_table
 from sand_framework.store import RunLayout, UnitLog
+from sand_framework.store.files import read_json
 from sand_framework.sweep.paired import binomial_two_sided, wilson_interval
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.export import weights_digests
@@ -52,6 +56,7 @@ class GameOutcomes:
     out: Path
     _cache: dict[tuple[str, str, str], Outcomes] = field(default_factory=dict, repr=False)
     _starts: dict[tuple[str, str, str], str | None] = field(default_factory=dict, repr=False)
+    _start_recipes: dict[tuple[str, int], Any] = field(default_factory=dict, repr=False)
 
     def get(self, arm: str, model: str, split: str) -> Outcomes:
         key = (arm, model, split)
@@ -75,6 +80,24 @@ class GameOutcomes:
         if key not in self._starts:
             self._starts[key] = weights_digests(run_dir_of(self.out, arm, seed)).get(RunLayout.weights(0))
         return self._starts[key]
+
+    def start_recipe(self, arm: str, seed: int) -> Any:
+        """The fingerprint the run recorded for its SFT start (``train/iter0``: recipe settings, input digests,
+        plugin versions; an arm that reused the start holds its source's), or None."""
+        key = (arm, seed)
+        if key not in self._start_recipes:
+            state = read_json(run_dir_of(self.out, arm, seed) / RunLayout.STATE, {}) or {}
+            self._start_recipes[key] = (state.get(RunLayout.STATE_FINGERPRINTS) or {}).get(RunLayout.train_stage(0))
+        return self._start_recipes[key]
+
+    def starts(self, arm_a: str, arm_b: str, seed: int) -> str:
+        """How the SFT starts of two runs of ``seed`` relate: ``same`` (the same tensors, or one is not known),
+        ``rebuilt`` (the tensors differ, the ``train/iter0`` fingerprints are equal) or ``other``."""
+        a, b = self.start(arm_a, seed), self.start(arm_b, seed)
+        if a is None or b is None or a == b:
+            return "same"
+        fa, fb = self.start_recipe(arm_a, seed), self.start_recipe(arm_b, seed)
+        return "rebuilt" if fa is not None and fa == fb else "other"
 
 
 def success_interval(outcomes: Outcomes, seeds: list[int]) -> tuple[int, tuple[float, float] | None]:
@@ -128,6 +151,9 @@ class PairedResult:
     """Games evaluated by only one run of a seed pair (left out; 0 when both evaluated the same games)."""
     other_starts: list[tuple[int, int]] = field(default_factory=list)
     """Seed pairs left out because their two runs come from different SFT starts (``weights/iter0`` digests)."""
+    rebuilt_starts: list[tuple[int, int]] = field(default_factory=list)
+    """Seed pairs paired although their starts' tensors differ: the same start trained again (``pair_starts:
+    recipe`` and equal ``train/iter0`` fingerprints)."""
     verdict: str = ""
 
     @property
@@ -149,10 +175,15 @@ def compare_one(spec: SweepSpec, comp: ComparisonSpec, split: str, games: GameOu
     a, b = games.get(arm_a, model_a, split), games.get(arm_b, model_b, split)
     pairs = [(sa, sb) for sa, sb in seed_pairs(spec.seeds_of(spec.arm(arm_a)), spec.seeds_of(spec.arm(arm_b)))
              if sa in a and sb in b]
-    other = [(sa, sb) for sa, sb in pairs if sa == sb and _other_starts(games.start(arm_a, sa), games.start(arm_b, sb))]
+    relation = {(sa, sb): games.starts(arm_a, arm_b, sa) if sa == sb else "same" for sa, sb in pairs}
+    rebuilt = [pair for pair, how in relation.items() if how == "rebuilt"]
+    other = [pair for pair, how in relation.items() if how == "other"]
+    if spec.pair_starts == "tensors":
+        other, rebuilt = sorted(other + rebuilt), []
     pairs = [pair for pair in pairs if pair not in other]
     res = PairedResult(comp.question, comp.a, comp.b, spec.arm(arm_a).report[model_a] or comp.a,
-                       spec.arm(arm_b).report[model_b] or comp.b, split, pairs, other_starts=other)
+                       spec.arm(arm_b).report[model_b] or comp.b, split, pairs, other_starts=other,
+                       rebuilt_starts=rebuilt)
     per_game: dict[str, tuple[list[bool], list[bool]]] = {}
     a_rates: dict[int, list[bool]] = {}
     b_rates: dict[int, list[bool]] = {}
@@ -182,11 +213,6 @@ def compare_one(spec: SweepSpec, comp: ComparisonSpec, split: str, games: GameOu
     res.b_success = {s: round(100 * statistics.fmean(v), 2) for s, v in b_rates.items()}
     res.verdict = verdict(res, spec.alpha)
     return res
-
-
-def _other_starts(a: str | None, b: str | None) -> bool:
-    """Both runs' SFT starts are known and differ (an unknown one is not evidence either way)."""
-    return a is not None and b is not None and a != b
 
 
 def fmt_p(p: float) -> str:
@@ -243,5 +269,9 @@ def comparisons_markdown(results: list[PairedResult], alpha: float) -> str:
         parts += [f"- `{r.split}`: seed pair(s) {', '.join(f'{x}–{y}' for x, y in r.other_starts)} left out: their "
                   "two runs come from different SFT starts (their `weights/iter0` tensors differ: the start was "
                   "trained again after one of them finished)" for r in rows if r.other_starts]
+        parts += [f"- `{r.split}`: seed pair(s) {', '.join(f'{x}–{y}' for x, y in r.rebuilt_starts)} paired "
+                  "although their SFT starts' tensors differ: the same recipe, data, seed and plugin versions "
+                  "trained the start again (its weights were lost with a machine; `pair_starts: recipe`)"
+                  for r in rows if r.rebuilt_starts]
         parts.append("")
     return "\n".join(parts)

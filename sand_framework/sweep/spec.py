@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import annotated_types as at
 import yaml
@@ -81,6 +81,11 @@ class SweepSpec:
     """Paired questions between table rows, answered in results.md (``sweep.compare``)."""
     alpha: Annotated[float, at.Interval(gt=0, lt=1)] = 0.05
     """Significance level of the comparisons' verdicts (per question; no correction for several)."""
+    pair_starts: Literal["tensors", "recipe"] = "tensors"
+    """When two runs of one seed count as having the same SFT start, and are paired: ``tensors`` (their
+    ``weights/iter0`` tensors are the same) or ``recipe`` (also when the tensors differ but the start was
+    computed by the same recipe, data, seed and plugin versions: its ``train/iter0`` fingerprints are equal,
+    as when a start lost with a machine is trained again on another CPU; such pairs are named in the table)."""
     description: str = ""
     path: Path = field(default=Path("."), repr=False)
     """The sweep file (recipes are resolved relative to its folder)."""
