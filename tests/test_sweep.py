@@ -720,6 +720,7 @@ def test_export_keeps_the_results_without_weights_and_a_reuse_of_them_is_refused
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     said = " ".join((proc.stdout + proc.stderr).split())
     assert "cannot reuse stage 'train/iter0'" in said and "weights/iter0/final is not there" in said, said
+    assert f"sand run --resume {dest / 'sand/seed1'} --rebuild-weights" in said
     assert not (dest / "control/seed1/state.json").is_file() or \
         "train/iter0" not in json.loads((dest / "control/seed1/state.json").read_text())["done"]
 
@@ -811,6 +812,9 @@ def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep
     status = sand("sweep", str(path), "-o", str(dest), "--status").stdout
     assert "| control/seed1 | stopped |" in status
 
+    proc = sand("run", "--resume", str(run), check=False)  # before the rebuild: refused, saying what to do
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 3 and f"sand run --resume {run} --rebuild-weights" in said and "--redo-from" not in said
     sand("run", "--resume", str(run), "--rebuild-weights")
     proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
     said = " ".join((proc.stdout + proc.stderr + (run / "run.log").read_text()).split())
@@ -819,6 +823,25 @@ def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep
     assert (run / "metrics.json").is_file()
     state = json.loads((run / "state.json").read_text())
     assert "rebuilt_start" in state["fingerprints"]["synth/iter1"]
+
+
+def test_status_names_the_rebuild_a_start_without_weights_needs(finished_sweep):
+    """An exported SFT start that an unfinished arm of its seed reuses: `--status` names the command that makes
+    its weights again; a start whose arms have all finished, or whose weights are there, needs nothing."""
+    path, out = finished_sweep
+    for seed in (1, 2):
+        state = json.loads((out / f"sand/seed{seed}/state.json").read_text())
+        weights = out / f"sand/seed{seed}/weights/iter0/final"
+        state["done"]["train/iter0"] = {"weights": str(weights)}
+        (out / f"sand/seed{seed}/state.json").write_text(json.dumps(state))
+    (out / "sand/seed2/weights/iter0/final").mkdir(parents=True)
+    for seed in (0, 1, 2):
+        (out / f"control/seed{seed}/metrics.json").unlink()
+    rows = {line.split(" | ")[0].strip("| "): line for line in sand("sweep", str(path), "--status").stdout.splitlines()
+            if "/seed" in line}
+    assert f"before control can reuse it: `sand run --resume {out / 'sand/seed1'} --rebuild-weights`" \
+        in rows["sand/seed1"]
+    assert "rebuild" not in rows["sand/seed0"] and "rebuild" not in rows["sand/seed2"]
 
 
 def test_a_run_another_process_holds_is_left_to_it(finished_sweep):

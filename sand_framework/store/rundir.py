@@ -349,11 +349,13 @@ class RunDir:
         absent = [p for p in _paths_inside(result, root) if not p.exists()]
         if absent:
             names = ", ".join(p.relative_to(root).as_posix() for p in absent)
+            how = (f"train it again in that copy, keeping its results, with `sand run --resume {source.path} "
+                   "--rebuild-weights`" if stage == L.train_stage(0) else
+                   f"recompute it in that copy with `sand run --resume {source.path} --redo-from {stage}` (which "
+                   "redoes the stages after it too)")
             raise RunDirError(f"cannot reuse stage {stage!r} from {source.path}: its output {names} is not there "
                               "(a run copied without its weights, as `sand sweep --export` copies them). Reuse it "
-                              "from the run directory that computed it, or recompute it in that copy with "
-                              f"`sand run --resume {source.path} --redo-from {stage}` (which redoes the stages "
-                              "after it too)")
+                              f"from the run directory that computed it, or {how}")
         for rel in folders:
             src = source.path / rel
             if src.exists():

@@ -36,11 +36,31 @@ class RunStatus:
 def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
     """The status of every (arm, seed) of ``spec`` under ``out``, in the order the sweep runs them."""
     rows = []
+    lenders = {arm.reuse for arm in spec.arms if arm.reuse is not None}
     for seed in sorted({s for arm in spec.arms for s in spec.seeds_of(arm)}):
         for arm in spec.arms:
             if seed in spec.seeds_of(arm):
-                rows.append(run_status(arm.name, seed, run_dir_of(out, arm.name, seed)))
+                row = run_status(arm.name, seed, run_dir_of(out, arm.name, seed))
+                waiting = [a.name for a in spec.arms if a.reuse == arm.name and seed in spec.seeds_of(a)
+                           and not finished(run_dir_of(out, a.name, seed))]
+                if arm.name in lenders and waiting and _start_missing(run_dir_of(out, arm.name, seed)):
+                    row.progress = (f"its SFT start's weights are not here (exported); before {', '.join(waiting)} "
+                                    f"can reuse it: `sand run --resume {run_dir_of(out, arm.name, seed)} "
+                                    "--rebuild-weights`")
+                elif row.state == "stopped" and _start_missing(run_dir_of(out, arm.name, seed)):
+                    row.progress += ("; " if row.progress else "") + "its SFT start's weights are not here: " \
+                        "`--rebuild-weights` first"
+                rows.append(row)
     return rows
+
+
+def _start_missing(path: Path) -> bool:
+    """The run finished its SFT start (``train/iter0``) and that stage's weights folder is not there."""
+    state = (read_json(path / RunLayout.STATE, {}) or {}) if path.is_dir() else {}
+    if RunLayout.train_stage(0) not in (state.get(RunLayout.STATE_DONE) or {}):
+        return False
+    weights = (RunDir(path).stage_result(RunLayout.train_stage(0)) or {}).get("weights")
+    return bool(weights) and not Path(weights).exists()
 
 
 def run_status(arm: str, seed: int, path: Path) -> RunStatus:
