@@ -816,6 +816,7 @@ def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep
     said = " ".join(proc.stderr.split())
     assert proc.returncode == 3 and f"sand run --resume {run} --rebuild-weights" in said and "--redo-from" not in said
     sand("run", "--resume", str(run), "--rebuild-weights")
+    assert "weights/iter0" not in json.loads((run / "exported_weights.json").read_text())  # it goes on from the rebuild
     proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
     said = " ".join((proc.stdout + proc.stderr + (run / "run.log").read_text()).split())
     assert "synth/iter1, train/iter1 were computed or started from the SFT start as first trained" not in said

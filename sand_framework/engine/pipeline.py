@@ -205,7 +205,8 @@ class Pipeline:
         (``sand run --resume RUN --rebuild-weights``), so that arms reusing it can run on a new machine. Every
         result is kept: the stages after it were computed from the original weights, which the export's digest
         still names (the rebuilt ones are the same tensors on the same machine, and may differ in floating-point
-        rounding on another). Later iterations' weights stay missing: no arm reuses them, and they are trained on
+        rounding on another); for a run not finished, the export's record is dropped, since what it computes next
+        comes from the rebuild. Later iterations' weights stay missing: no arm reuses them, and they are trained on
         the data their iteration built (``--redo-from train/iterK`` computes them again, and what follows).
         Returns the stages rebuilt."""
         stage = L.train_stage(0)
@@ -217,6 +218,8 @@ class Pipeline:
         summary = self._fit(0, expert, None, None, None)
         self.rd.mark_done(stage, {**recorded, "weights": summary["weights"],
                                   "rebuilt": {"seconds": summary["seconds"]}})
+        if not self.rd.stage_done(L.EVAL):  # a run that goes on: what it computes next comes from the rebuild
+            self.rd.forget_exported_weights([stage])
         self._notify("sand_stage_end", stage=stage, summary=self.rd.stage_result(stage))
         return [stage]
 

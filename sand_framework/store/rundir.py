@@ -272,13 +272,13 @@ class RunDir:
             state["done"].pop(stage, None)
             fingerprints.pop(stage, None)
         self._write_state({**state, L.STATE_FINGERPRINTS: fingerprints})
-        self._forget_exported_weights(stages)
+        self.forget_exported_weights(stages)
         shutil.rmtree(trash, ignore_errors=True)
         return removed
 
-    def _forget_exported_weights(self, stages: list[str]) -> None:
-        """Drop an export's record of the weights of discarded training stages: what is trained next is another
-        model, and the stages after it are computed from that one."""
+    def forget_exported_weights(self, stages: list[str]) -> None:
+        """Drop an export's record of the weights of these training stages (discarded, or trained again for a run
+        that goes on): the stages computed from here on come from the new weights."""
         exported = self.path / L.EXPORTED_WEIGHTS
         record = read_json(exported, None) if exported.is_file() else None
         if not isinstance(record, dict):
