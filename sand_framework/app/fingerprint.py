@@ -495,9 +495,7 @@ def versions_note(rd: RunDir, new_versions: list[str]) -> str:
 def stale_message(recipe: Recipe, rd: RunDir, stage: str, diffs: list[str]) -> str:
     later = stages_from(recipe, rd, stage)
     state = "finished" if rd.stage_done(stage) else "started"
-    start = rd.stage_result(L.train_stage(0)) if rd.stage_done(L.train_stage(0)) else None
-    if (isinstance(start, dict) and start.get("weights") and not Path(start["weights"]).exists()
-            and all(d.startswith("weights/") for d in diffs)):
+    if rd.weights_missing(L.train_stage(0)) and all(d.startswith("weights/") for d in diffs):
         return (f"{rd.path}: stage {stage!r} ({state}) was computed from the SFT start's weights, which are not "
                 f"here ({L.weights(0)}: a run exported without weights, `sand sweep --export`). Train them again, "
                 f"keeping every result, with `sand run --resume {rd.path} --rebuild-weights`, then resume")

@@ -196,9 +196,8 @@ class Pipeline:
 
     def missing_weights(self) -> list[str]:
         """The finished training stages whose weights folder is not there (a run exported without weights)."""
-        stages = [L.train_stage(k) for k in range(self.recipe.run.iterations + 1)]
-        return [s for s in stages if self.rd.stage_done(s)
-                and not Path(str((self.rd.stage_result(s) or {}).get("weights") or "")).exists()]
+        return [s for s in (L.train_stage(k) for k in range(self.recipe.run.iterations + 1))
+                if self.rd.weights_missing(s)]
 
     def rebuild_weights(self) -> list[str]:
         """Train the SFT start (``train/iter0``) of a finished run again where an export left its weights out

@@ -276,6 +276,14 @@ class RunDir:
         shutil.rmtree(trash, ignore_errors=True)
         return removed
 
+    def weights_missing(self, stage: str) -> bool:
+        """Training ``stage`` finished and the weights folder its result names is not there (a run exported
+        without weights, ``sand sweep --export``: ``sand run --resume RUN --rebuild-weights`` trains the SFT
+        start's again)."""
+        result = self.stage_result(stage) if self.stage_done(stage) else None
+        weights = result.get("weights") if isinstance(result, dict) else None
+        return bool(weights) and not Path(weights).exists()
+
     def forget_exported_weights(self, stages: list[str]) -> None:
         """Drop an export's record of the weights of these training stages (discarded, or trained again for a run
         that goes on): the stages computed from here on come from the new weights."""

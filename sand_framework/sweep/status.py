@@ -56,11 +56,8 @@ def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
 
 def _start_missing(path: Path) -> bool:
     """The run finished its SFT start (``train/iter0``) and that stage's weights folder is not there."""
-    state = (read_json(path / RunLayout.STATE, {}) or {}) if path.is_dir() else {}
-    if RunLayout.train_stage(0) not in (state.get(RunLayout.STATE_DONE) or {}):
-        return False
-    weights = (RunDir(path).stage_result(RunLayout.train_stage(0)) or {}).get("weights")
-    return bool(weights) and not Path(weights).exists()
+    return path.is_dir() and (path / RunLayout.STATE).is_file() and \
+        RunDir(path).weights_missing(RunLayout.train_stage(0))
 
 
 def run_status(arm: str, seed: int, path: Path) -> RunStatus:
