@@ -795,8 +795,8 @@ def test_rebuild_weights_trains_an_exported_start_again_and_keeps_every_result(s
 
 def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep, tmp_path):
     """A run longer than a machine's life: exported stopped part way (its finished stages and units, no weights),
-    then `--rebuild-weights` trains its start again and the sweep continues it: the stages computed from the first
-    start are kept and said, the rest computed, and the run finishes with the tables reading it."""
+    then `--rebuild-weights` trains the start it reuses again, the sweep copies it back into the run and continues
+    it: the stages computed from the first start are kept and said, the rest computed, and the run finishes."""
     out, path, _ = sweep
     import shutil
 
@@ -815,9 +815,10 @@ def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep
     proc = sand("run", "--resume", str(run), check=False)  # before the rebuild: refused, saying what to do
     said = " ".join(proc.stderr.split())
     assert proc.returncode == 3 and f"sand run --resume {run} --rebuild-weights" in said and "--redo-from" not in said
-    sand("run", "--resume", str(run), "--rebuild-weights")
-    assert "weights/iter0" not in json.loads((run / "exported_weights.json").read_text())  # it goes on from the rebuild
+    sand("run", "--resume", str(dest / "sand/seed1"), "--rebuild-weights")  # the start it reuses: once per seed
     proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
+    assert (run / "weights/iter0/final").is_dir()  # copied again from the rebuilt start
+    assert "weights/iter0" not in json.loads((run / "exported_weights.json").read_text())  # it goes on from it
     said = " ".join((proc.stdout + proc.stderr + (run / "run.log").read_text()).split())
     assert "synth/iter1, train/iter1 were computed or started from the SFT start as first trained" not in said
     assert "synth/iter1 were computed or started from the SFT start as first trained" in said, said[-2000:]

@@ -63,6 +63,8 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
     """Create the arm's run directory (validated recipe, reused stages) unless it exists already."""
     path = run_dir_of(out, arm.name, seed)
     if (path / RunLayout.RECIPE).is_file():
+        readopt_missing_weights(path, run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None,
+                                arm.reuse_stages)
         return path
     recipe, plugins, registries, rd = create(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs, str(path))
     if arm.reuse is not None:
@@ -70,6 +72,25 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
         source_recipe = reopen(source, plugin_dirs)[0]
         reuse_stages(rd, recipe, source, source_recipe, arm.reuse_stages, plugins, registries)
     return path
+
+
+def readopt_missing_weights(path: Path, source: Path | None, stages: list[str]) -> list[str]:
+    """Copy again from ``source`` the reused training stages whose weights a run stopped part way lacks (it was
+    exported without them), when ``source`` has them for the same fingerprint: one ``--rebuild-weights`` of the
+    SFT start then serves every arm of its seed. Returns the stages copied."""
+    if source is None or not (source / RunLayout.STATE).is_file():
+        return []
+    rd, lender = RunDir(path), RunDir(source)
+    copied = []
+    for stage in stages:
+        parsed = RunLayout.parse_stage(stage)
+        if not (parsed and parsed[0] == "train" and rd.weights_missing(stage)) or not lender.stage_done(stage) \
+                or lender.weights_missing(stage) or lender.fingerprint(stage) != rd.fingerprint(stage):
+            continue
+        rd.adopt(lender, stage, RunLayout.stage_folders(stage), rd.fingerprint(stage))
+        copied.append(stage)
+    rd.forget_exported_weights(copied)  # the run goes on from the copied weights
+    return copied
 
 
 def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_dirs: list[str] = (),

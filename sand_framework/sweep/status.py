@@ -48,8 +48,11 @@ def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
                                     f"can reuse it: `sand run --resume {run_dir_of(out, arm.name, seed)} "
                                     "--rebuild-weights`")
                 elif row.state == "stopped" and _start_missing(run_dir_of(out, arm.name, seed)):
-                    row.progress += ("; " if row.progress else "") + "its SFT start's weights are not here: " \
-                        "`--rebuild-weights` first"
+                    lender = run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None
+                    row.progress += ("; " if row.progress else "") + (
+                        f"its SFT start's weights are not here: the sweep copies them from {lender} once that has "
+                        "them" if lender is not None else "its SFT start's weights are not here: "
+                        "`--rebuild-weights` first")
                 rows.append(row)
     return rows
 
