@@ -78,8 +78,9 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                    f"({done.bytes / 1e6:.1f} MB); results: {path}")
         if done.stopped:
             click.echo(f"exported {len(done.stopped)} run(s) stopped part way, with their finished stages and units "
-                       f"({', '.join(done.stopped)}): on another machine, `sand run --resume RUN --rebuild-weights` "
-                       "trains their SFT start again, then the sweep continues them")
+                       f"({', '.join(done.stopped)}): on another machine, once `sand run --resume RUN --rebuild-weights` "
+                       "has trained their SFT start again (in the run, or in the arm it reuses), the sweep continues "
+                       "them")
         if done.unfinished:
             click.echo("not exported (not started, or running: stop it first): " + ", ".join(done.unfinished),
                        err=True)

@@ -200,7 +200,7 @@ class Pipeline:
                 if self.rd.weights_missing(s)]
 
     def rebuild_weights(self) -> list[str]:
-        """Train the SFT start (``train/iter0``) of a finished run again where an export left its weights out
+        """Train the SFT start (``train/iter0``) of a run again where an export left its weights out
         (``sand run --resume RUN --rebuild-weights``), so that arms reusing it can run on a new machine. Every
         result is kept: the stages after it were computed from the original weights, which the export's digest
         still names (the rebuilt ones are the same tensors on the same machine, and may differ in floating-point

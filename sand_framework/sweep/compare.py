@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sand_framework.report.tables import markdown_table
-from sand_framework.store import RunLayout, UnitLog
-from sand_framework.store.files import read_json
+from sand_framework.store import RunDir, RunLayout, UnitLog
 from sand_framework.sweep.paired import binomial_two_sided, wilson_interval
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.export import weights_digests
@@ -86,8 +85,7 @@ class GameOutcomes:
         plugin versions; an arm that reused the start holds its source's), or None."""
         key = (arm, seed)
         if key not in self._start_recipes:
-            state = read_json(run_dir_of(self.out, arm, seed) / RunLayout.STATE, {}) or {}
-            self._start_recipes[key] = (state.get(RunLayout.STATE_FINGERPRINTS) or {}).get(RunLayout.train_stage(0))
+            self._start_recipes[key] = RunDir(run_dir_of(self.out, arm, seed)).fingerprint(RunLayout.train_stage(0))
         return self._start_recipes[key]
 
     def starts(self, arm_a: str, arm_b: str, seed: int) -> str:

@@ -83,9 +83,8 @@ def readopt_missing_weights(path: Path, source: Path | None, stages: list[str]) 
     rd, lender = RunDir(path), RunDir(source)
     copied = []
     for stage in stages:
-        parsed = RunLayout.parse_stage(stage)
-        if not (parsed and parsed[0] == "train" and rd.weights_missing(stage)) or not lender.stage_done(stage) \
-                or lender.weights_missing(stage) or lender.fingerprint(stage) != rd.fingerprint(stage):
+        if not rd.weights_missing(stage) or not lender.stage_done(stage) or lender.weights_missing(stage) \
+                or lender.fingerprint(stage) != rd.fingerprint(stage):
             continue
         rd.adopt(lender, stage, RunLayout.stage_folders(stage), rd.fingerprint(stage))
         copied.append(stage)
@@ -126,13 +125,13 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
                 failed.add((arm.name, seed))
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "blocked", message=f"arm {arm.reuse} failed"))
                 continue
-            holder = _held_elsewhere(path)
+            holder = RunDir(path).held_by()  # a second sweep process runs it: leave it, do not fail on its lock
             if holder is not None:
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "busy",
                                            message=f"another process (pid {holder}) is running it"))
                 continue
             source = run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None
-            holder = _held_elsewhere(source) if source is not None and not finished(source) else None
+            holder = RunDir(source).held_by() if source is not None and not finished(source) else None
             if holder is not None:
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "busy", message=(
                     f"it reuses arm {arm.reuse}, which another process (pid {holder}) is still running")))
@@ -166,12 +165,6 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             outcomes.append(RunOutcome(arm.name, seed, str(path), status, seconds, message))
             _record_wall_time(out, arm.name, seed, seconds)
     return outcomes
-
-
-def _held_elsewhere(path: Path) -> str | None:
-    """The pid of a live process holding ``path``'s run lock (None when none does, or it is not a run yet): two
-    sweep processes side by side leave each other's runs alone instead of failing on the lock."""
-    return RunDir(path).held_by()
 
 
 POLL_S = 0.1
