@@ -23,3 +23,20 @@ def test_bad_input_is_reported_clearly(case, tmp_path):
     if case.check is not None:
         problem = case.check(tmp_path)
         assert problem is None, problem
+
+
+def test_the_doc_holds_every_case_and_the_faults_table():
+    """docs/bad-inputs.md is written by scripts/bad_inputs_doc.py: a case added without regenerating it, or the doc's
+    faults table edited by hand (where the next regeneration would silently undo the edit), fails here."""
+    import importlib.util
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    doc = (repo / "docs/bad-inputs.md").read_text()
+    headings = [line[3:] for line in doc.splitlines() if line.startswith("## ")]
+    spec = importlib.util.spec_from_file_location("bad_inputs_doc", repo / "scripts/bad_inputs_doc.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert headings[:-1] == [c.what for c in CASES], "regenerate: .venv/bin/python scripts/bad_inputs_doc.py"
+    assert doc.startswith(script.HEADER) and doc.endswith(script.FOOTER), \
+        "edit HEADER/FOOTER in scripts/bad_inputs_doc.py, then regenerate the doc"
