@@ -60,6 +60,12 @@ class InputsChanged(RunDirError):
     exit_code = 3
 
 
+class WeightsAbsent(RunDirError):
+    """A resumed run's next stages read weights that are not in its folder (a run exported without weights, ``sand
+    sweep --export``). The message names the stage and the weights, and the way on (``--rebuild-weights`` for the
+    SFT start). Stages that read nothing absent go on without them."""
+
+
 class RunStopped(KeyboardInterrupt):
     """``sand run`` got SIGTERM or SIGINT: the unit in progress is abandoned (finished units are kept), the
     run's workers and engines are shut down, the lock released, and the command exits 128 + the signal number

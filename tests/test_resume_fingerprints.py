@@ -283,6 +283,74 @@ def test_a_rebuilt_start_lets_the_stages_after_it_resume_said_and_recorded(finis
     assert rd.fingerprints() == now
 
 
+def export_stopped_after_synthesis(path: Path, plugins, overrides) -> RunDir:
+    """A run of ``overrides`` stopped after its synthesis (train/iter1 started, not finished) and exported without
+    weights, as `sand sweep --export` leaves it, with train/iter1's fingerprint as SAND 0.3.0 recorded it (the
+    SFT start's weights among its inputs whatever run.train_from said)."""
+    rd, _ = run(path, plugins, overrides)
+    state = json.loads((rd.path / L.STATE).read_text())
+    for stage in ("train/iter1", "eval"):
+        del state["done"][stage]
+    del state["fingerprints"]["eval"]
+    state["fingerprints"]["train/iter1"]["inputs"].setdefault(
+        "weights/iter0", state["fingerprints"]["synth/iter1"]["inputs"]["weights/iter0"])
+    (rd.path / L.STATE).write_text(json.dumps(state))
+    for folder in ("weights", "eval"):
+        shutil.rmtree(rd.path / folder, ignore_errors=True)
+    (rd.path / L.EXPORTED_WEIGHTS).write_text(json.dumps({"weights/iter0": "tensors:the-start"}))
+    return rd
+
+
+def needs_the_start(rd: RunDir, overrides) -> bool:
+    """What `sand sweep --status` says of the run, its recipe stored as `sand run` stores it."""
+    import yaml
+
+    from sand_framework.config import load_recipe
+    from sand_framework.sweep.status import _needs_the_start
+
+    (rd.path / L.RECIPE).write_text(yaml.safe_dump(load_recipe("smoke", [*OVERRIDES, *overrides])[0]))
+    return _needs_the_start(rd.path)
+
+
+def test_an_exported_run_whose_next_stages_read_no_start_resumes_without_it(plugins, tmp_path):
+    """An arm retrained from the base model needs its SFT start only to synthesize: stopped after that and
+    exported, it trains and evaluates `final` without the start (no --rebuild-weights); the finished stages that
+    read the start keep their record. One that continues the start is refused, naming --rebuild-weights."""
+    from sand_framework.errors import WeightsAbsent
+
+    base = ["run.train_from=base", "eval.models=[final]"]
+    rd = export_stopped_after_synthesis(tmp_path / "base", plugins, base)
+    recipe = recipe_of(plugins, base)
+    then = rd.fingerprints()
+    assert not needs_the_start(rd, base)  # `sand sweep --status` names no rebuild for it
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()
+    assert rd.fingerprint("synth/iter1") == then["synth/iter1"]  # read the start: kept as recorded
+    assert "weights/iter0" not in rd.fingerprint("train/iter1")["inputs"]  # never read it: recorded without
+    run(rd.path, plugins, base)
+    assert rd.finished_stages() == STAGES and not (rd.path / "weights/iter0").exists()
+    assert (rd.path / "weights/iter1/final").is_dir() and list(rd.units(L.eval_units("final", "unseen")).values())
+    assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()
+
+    previous = ["eval.models=[final]"]  # iteration 1 continues the SFT start
+    rd = export_stopped_after_synthesis(tmp_path / "previous", plugins, previous)
+    assert needs_the_start(rd, previous)
+    with pytest.raises(InputsChanged, match=r"'train/iter1'.*--rebuild-weights"):
+        check_resume(recipe_of(plugins, previous), rd, plugins[1], plugins[0])
+    rd = export_stopped_after_synthesis(tmp_path / "sft-eval", plugins, base[:1])  # evaluates the start too
+    with pytest.raises(WeightsAbsent, match=r"stage 'eval' reads the SFT start's weights.*--rebuild-weights"):
+        check_resume(recipe_of(plugins, base[:1]), rd, plugins[1], plugins[0])
+
+
+def test_weights_read_is_what_each_stage_loads(plugins):
+    from sand_framework.app.fingerprint import weights_read
+
+    stages = ["expert", "train/iter0", "synth/iter1", "train/iter1", "eval"]
+    read = lambda *o: [weights_read(recipe_of(plugins, o), s) for s in stages]  # noqa: E731
+    assert read() == [[], [], [0], [0], [0, 1]]
+    assert read("run.train_from=base", "eval.models=[final]") == [[], [], [0], [], [1]]
+    assert read("run.train_from=base", "method=eto", "eval.models=[base]") == [[], [], [0], [0], []]
+
+
 def test_a_run_made_before_fingerprints_resumes_says_so_once_and_is_checked_from_then_on(finished, plugins,
                                                                                        tmp_path):
     rd = copy_of(finished, tmp_path)

@@ -12,8 +12,8 @@ A stage's output depends on three things, and its fingerprint records each when 
     digests of the files it reads: the expert data file named by ``data.path``, a local base-model folder, the
     files the components of its slots declare (:meth:`~sand_framework.components.base.Component.input_files`:
     ``method.path``, the ``pairs_file`` method's pair file), and the outputs of the stages before it that it
-    consumes (``expert/expert.sharegpt.json``, the iteration's deliberation or pair files, the weights of
-    earlier training stages);
+    consumes (``expert/expert.sharegpt.json``, the iteration's deliberation or pair files, the weights of the
+    earlier training stages it loads: :func:`weights_read`);
 ``plugins``
     the versions of the plugins whose components fill the slots it reads (a plugin loaded from a folder or
     module has no version: the digest of its code stands in).
@@ -44,10 +44,10 @@ from typing import Any
 from sand_framework.components.declared import SYNTHESIS_SLOTS, method_slots
 from sand_framework.config import Recipe
 from sand_framework.config.paramdoc import result_settings
-from sand_framework.errors import InputsChanged, RunDirError
+from sand_framework.errors import InputsChanged, RunDirError, WeightsAbsent
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
-from sand_framework.store import RunDir, RunLayout as L
+from sand_framework.store import RunDir, RunLayout as L, read_json
 
 VERSION = 2
 """Version of the fingerprint record (``"v"``). 1 (SAND 0.2.0) recorded every setting of every section and slot a
@@ -231,20 +231,40 @@ def stage_artifacts(recipe: Recipe, rd: RunDir, stage: str, memo: dict[str, str]
         if base not in memo:
             memo[base] = tree_digest(base)
         out["model.base"] = memo[base]
-    if kind == L.EVAL:
-        for j in range(recipe.run.iterations + 1):
-            out.update(_weights(rd, j, memo))
-        return out
     if kind == "train" and k == 0 or kind == "synth":
         out[L.EXPERT_DATA] = file_digest(rd.path / L.EXPERT_DATA)
     if kind == "synth" and k > 1:
         out.update(_iteration_outputs(rd, k - 1))
     if kind == "train" and k >= 1:
         out.update(_iteration_outputs(rd, k))
-    if k >= 1:
-        out.update(_weights(rd, k - 1, memo))
-        out.update(_weights(rd, 0, memo))
+    for j in weights_read(recipe, stage):
+        out.update(_weights(rd, j, memo))
     return out
+
+
+def weights_read(recipe: Recipe, stage: str) -> list[int]:
+    """The training stages whose weights ``stage`` reads (0 is the SFT start), the one answer that its fingerprint,
+    a resume of a run exported without weights and ``sand sweep --status`` use.
+
+    A synthesis stage samples from the previous iteration's agent and may read the SFT start (IPR's Monte Carlo
+    rollouts); a preference training starts from, or is anchored to, either. An SFT training reads the previous
+    iteration's weights only when it continues them (``run.train_from: previous``): retrained from the base model,
+    it reads its iteration's data alone, whose digest carries what came before. The evaluation reads the weights
+    of the models it evaluates (``eval.models``; ``base`` none)."""
+    parsed = L.parse_stage(stage)
+    if parsed is None:
+        raise ValueError(f"not a stage name: {stage!r}")
+    kind, k = parsed
+    n = recipe.run.iterations
+    if kind == L.EVAL:
+        index = {"sft": 0, "final": n, **{f"iter{j}": j for j in range(n + 1)}}
+        return sorted({index[m] for m in recipe.eval.models if m in index})
+    if k == 0 or kind == L.EXPERT:
+        return []
+    method = recipe.classes.get("method")
+    if kind == "train" and recipe.run.train_from == "base" and getattr(method, "produces", "sft") == "sft":
+        return []
+    return sorted({k - 1, 0})
 
 
 def _plugin_version(plugins: PluginSet, plugin: str) -> str:
@@ -311,16 +331,29 @@ def comparable(then: dict[str, Any], recipe: Recipe, stage: str, now: dict[str, 
     settings and the synthesis slots the method does not use, worked out from ``recipe`` as version 1 would have
     recorded it) and with only the plugins ``now`` names; a record of version :data:`VERSION` as recorded, less
     the settings marked speed only since it was recorded (``executor.max_parallel``: a copy without them, which
-    the caller records in their place); None for a format this SAND cannot read."""
+    the caller records in their place); either without the weights the stage does not read
+    (:func:`_without_unread_weights`); None for a format this SAND cannot read."""
     version = then.get("v")
     if version not in (1, VERSION) or not isinstance(then.get("recipe"), dict):
         return None
+    then = _without_unread_weights(then, now)
     dropped = _removed(_plain(_stage_inputs(recipe, stage, 1)), now.get("recipe", {}))
     if version == VERSION:
         kept = _without(then["recipe"], dropped)
         return then if kept == then["recipe"] else {**then, "recipe": kept}
     plugins = {p: v for p, v in (then.get("plugins") or {}).items() if p in now.get("plugins", {})}
     return {**then, "v": VERSION, "recipe": _without(then["recipe"], dropped), "plugins": plugins}
+
+
+def _without_unread_weights(then: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """``then`` without the weights digests of stages that the stage, as :func:`weights_read` says now, does not read
+    (SAND 0.3.0 recorded the SFT start's and the previous iteration's weights for every stage after training, an
+    SFT training retrained from the base model included): they cannot have changed its output."""
+    inputs = then.get("inputs")
+    if not isinstance(inputs, dict):
+        return then
+    unread = [key for key in inputs if key.startswith(L.WEIGHTS + "/") and key not in now.get("inputs", {})]
+    return {**then, "inputs": {k: v for k, v in inputs.items() if k not in unread}} if unread else then
 
 
 def differences(now: Any, then: Any, where: str = "", labels: tuple[str, str] = ("then", "now")) -> list[str]:
@@ -446,7 +479,8 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
         if unrecorded:  # digested since the SAND that computed the stage: compared on everything else
             then = {**then, "inputs": {**(then.get("inputs") or {}), **{k: now["inputs"][k] for k in unrecorded}}}
         versions = version_changes(then, now)
-        diffs = [d for d in changes(then, now) if d not in versions]
+        absent = _exported_and_absent(rd, stage, then, now)
+        diffs = [d for d in changes(then, {**now, "inputs": {**now.get("inputs", {}), **absent}}) if d not in versions]
         if diffs and _only_the_rebuilt_start(rd, then, now):
             found.rebuilt_start.append(stage)
             first = then.get("rebuilt_start") or {L.weights(0): then["inputs"][L.weights(0)]}
@@ -459,10 +493,55 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
         if then is not recorded[stage]:  # an older format or a file not digested then, checked: the current
             if recorded[stage].get("v") != VERSION:  # format, keeping the plugin versions it saw
                 found.older_format.append(stage)
-            record[stage] = {**now, "plugins": then["plugins"]}
+            record[stage] = {**now, "plugins": then["plugins"], "inputs": {**now.get("inputs", {}), **absent}}
+    if only is None:
+        _refuse_stages_that_need_absent_weights(recipe, rd)
     for stage, now in record.items():
         rd.record_fingerprint(stage, now)
     return found
+
+
+def _exported_and_absent(rd: RunDir, stage: str, then: dict[str, Any], now: dict[str, Any]) -> dict[str, str]:
+    """Weights folder -> the digest recorded then, for the weights a finished ``stage`` read that an export left
+    out (``sand sweep --export`` names them in ``exported_weights.json``): absent, not changed, so the stage's output
+    stands; a stage still to compute that reads them is refused (:func:`_refuse_stages_that_need_absent_weights`)."""
+    if not rd.stage_done(stage):
+        return {}
+    exported = read_json(rd.path / L.EXPORTED_WEIGHTS, {}) if (rd.path / L.EXPORTED_WEIGHTS).is_file() else {}
+    exported = exported if isinstance(exported, dict) else {}
+    recorded = then.get("inputs") or {}
+    return {key: recorded[key] for key, digest in (now.get("inputs") or {}).items()
+            if digest == MISSING and key in exported and recorded.get(key, MISSING) != MISSING}
+
+
+def _refuse_stages_that_need_absent_weights(recipe: Recipe, rd: RunDir) -> None:
+    """Refuse (:class:`WeightsAbsent`) a resume whose next stages read weights that are not here: a run exported
+    without weights computes what is left only if none of it reads them (an arm retrained from the base model
+    after its synthesis finished needs no SFT start)."""
+    for stage, absent in stages_needing_absent_weights(recipe, rd):
+        raise WeightsAbsent(absent_weights_message(rd, stage, absent))
+
+
+def stages_needing_absent_weights(recipe: Recipe, rd: RunDir) -> list[tuple[str, list[str]]]:
+    """(stage, training stages whose weights it reads and are not here) for every stage the run has still to
+    compute that reads absent weights, in run order."""
+    done = set(rd.finished_stages())
+    out = []
+    for stage in L.stages(recipe.run.iterations):
+        absent = [L.train_stage(j) for j in weights_read(recipe, stage) if rd.weights_missing(L.train_stage(j))]
+        if stage not in done and absent:
+            out.append((stage, absent))
+    return out
+
+
+def absent_weights_message(rd: RunDir, stage: str, absent: list[str]) -> str:
+    folders = ", ".join(L.weights(L.parse_stage(s)[1]) for s in absent)
+    if absent == [L.train_stage(0)]:
+        return (f"{rd.path}: stage {stage!r} reads the SFT start's weights, which are not here ({folders}: a run "
+                f"exported without weights, `sand sweep --export`). Train them again, keeping every result, with "
+                f"`sand run --resume {rd.path} --rebuild-weights`, then resume")
+    return (f"{rd.path}: stage {stage!r} reads weights that are not here ({folders}: a run exported without "
+            f"weights). Compute them again with `sand run --resume {rd.path} --redo-from {absent[-1]}`")
 
 
 def _only_the_rebuilt_start(rd: RunDir, then: dict[str, Any], now: dict[str, Any]) -> bool:
