@@ -306,10 +306,10 @@ def needs_the_start(rd: RunDir, overrides) -> bool:
     import yaml
 
     from sand_framework.config import load_recipe
-    from sand_framework.sweep.status import _needs_the_start
+    from sand_framework.sweep.runner import needs_the_start as sweep_needs_the_start
 
     (rd.path / L.RECIPE).write_text(yaml.safe_dump(load_recipe("smoke", [*OVERRIDES, *overrides])[0]))
-    return _needs_the_start(rd.path)
+    return sweep_needs_the_start(rd.path)
 
 
 def test_an_exported_run_whose_next_stages_read_no_start_resumes_without_it(plugins, tmp_path):

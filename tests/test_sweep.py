@@ -795,7 +795,7 @@ def test_rebuild_weights_trains_an_exported_start_again_and_keeps_every_result(s
 
 def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep, tmp_path):
     """A run longer than a machine's life: exported stopped part way (its finished stages and units, no weights),
-    then `--rebuild-weights` trains the start it reuses again, the sweep copies it back into the run and continues
+    then `sand sweep --rebuild-starts` trains the start it reuses again, copies it back into the run and continues
     it: the stages computed from the first start are kept and said, the rest computed, and the run finishes."""
     out, path, _ = sweep
     import shutil
@@ -815,8 +815,15 @@ def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep
     proc = sand("run", "--resume", str(run), check=False)  # before the rebuild: refused, saying what to do
     said = " ".join(proc.stderr.split())
     assert proc.returncode == 3 and f"sand run --resume {run} --rebuild-weights" in said and "--redo-from" not in said
-    sand("run", "--resume", str(dest / "sand/seed1"), "--rebuild-weights")  # the start it reuses: once per seed
-    proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1")
+    assert "stage 'train/iter1' reads the SFT start's weights" in said  # iteration 1 continues the start
+    proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1", check=False)
+    assert proc.returncode == 1 and "add `--rebuild-starts`" in " ".join(proc.stderr.split())
+    # the start it reuses, trained again by the sweep (once per seed), then copied into the run
+    proc = sand("sweep", str(path), "-o", str(dest), "--arm", "control", "--seed", "1", "--rebuild-starts")
+    assert f"--rebuild-starts: training the SFT start of {dest / 'sand/seed1'} again first" in \
+        " ".join(proc.stderr.split())
+    assert (dest / "sand/seed1/weights/iter0/final").is_dir() and "rebuilt" in \
+        json.loads((dest / "sand/seed1/state.json").read_text())["done"]["train/iter0"]
     assert (run / "weights/iter0/final").is_dir()  # copied again from the rebuilt start
     assert "weights/iter0" not in json.loads((run / "exported_weights.json").read_text())  # it goes on from it
     said = " ".join((proc.stdout + proc.stderr + (run / "run.log").read_text()).split())

@@ -34,10 +34,13 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("--export", "export_dir", type=click.Path(file_okay=False),
               help="Only copy every finished run, and every run stopped part way, without its weights into this "
                    "folder (to keep or commit the results) and write its results.md; runs nothing.")
+@click.option("--rebuild-starts", is_flag=True,
+              help="Before an arm that needs the SFT start of the arm it reuses, exported without its weights, train "
+                   "that start again (`sand run --resume RUN --rebuild-weights`, once per seed).")
 @PLUGINS_DIR
 @friendly
 def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, status_only,
-            export_dir, plugin_dirs):
+            export_dir, rebuild_starts, plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
@@ -78,9 +81,9 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                    f"({done.bytes / 1e6:.1f} MB); results: {path}")
         if done.stopped:
             click.echo(f"exported {len(done.stopped)} run(s) stopped part way, with their finished stages and units "
-                       f"({', '.join(done.stopped)}): on another machine, once `sand run --resume RUN --rebuild-weights` "
-                       "has trained their SFT start again (in the run, or in the arm it reuses), the sweep continues "
-                       "them")
+                       f"({', '.join(done.stopped)}): on another machine the sweep continues them, at once where no "
+                       "stage left reads their SFT start, else once `sand run --resume RUN --rebuild-weights` has "
+                       "trained it again (in the run, or in the arm it reuses; `sand sweep --rebuild-starts` does it)")
         if done.unfinished:
             click.echo("not exported (not started, or running: stop it first): " + ", ".join(done.unfinished),
                        err=True)
@@ -115,8 +118,10 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
         resume = shlex.join(["sand", "sweep", sweep_file, *(["-o", out_dir] if out_dir else []),
                              *[w for a in arms for w in ("--arm", a)], *[w for s in seeds for w in ("--seed", str(s))],
                              *[w for d in plugin_dirs for w in ("--plugins-dir", d)],
+                             *(["--rebuild-starts"] if rebuild_starts else []),
                              *([ALLOW_FLAG] if recipe_plugins_allowed() else [])])
-        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds), resume=resume)
+        outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds), resume=resume,
+                             rebuild_starts=rebuild_starts)
         failed = [o for o in outcomes if o.status in ("failed", "blocked")]
         busy = [o for o in outcomes if o.status == "busy"]
     path = write_results(spec, out)

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
+from sand_framework.app.fingerprint import stages_needing_absent_weights
 from sand_framework.app.reuse import reuse_stages
-from sand_framework.app.runner import STOP_SIGNALS, create, reopen
+from sand_framework.app.runner import STOP_SIGNALS, create, prepare, reopen
 from sand_framework.errors import RunStopped, SandError
 from sand_framework.logs import console_level
 from sand_framework.store import RunDir, RunLayout
@@ -44,6 +46,26 @@ def run_dir_of(out: Path, arm: str, seed: int) -> Path:
 def finished(run_dir: Path) -> bool:
     done = (read_json(run_dir / RunLayout.STATE, {}) or {}).get("done", {})
     return (run_dir / RunLayout.METRICS).is_file() and RunLayout.EVAL in done
+
+
+def start_missing(path: Path) -> bool:
+    """The run finished its SFT start (``train/iter0``) and that stage's weights folder is not there (exported)."""
+    return path.is_dir() and (path / RunLayout.STATE).is_file() and \
+        RunDir(path).weights_missing(RunLayout.train_stage(0))
+
+
+def needs_the_start(path: Path) -> bool:
+    """A stage the run has still to compute reads its SFT start (a run not created yet will adopt it by reuse,
+    which needs its weights; a run with the start's weights needs nothing more); True where the run's recipe
+    cannot be read here."""
+    if not start_missing(path):
+        return True
+    try:
+        stored = (read_json(path / RunLayout.PLUGINS, {}) or {}).get("plugin_dirs", [])
+        recipe = prepare(yaml.safe_load((path / RunLayout.RECIPE).read_text()), stored)[0]
+    except (SandError, OSError, yaml.YAMLError):
+        return True
+    return any(RunLayout.train_stage(0) in absent for _, absent in stages_needing_absent_weights(recipe, RunDir(path)))
 
 
 @dataclass
@@ -93,9 +115,14 @@ def readopt_missing_weights(path: Path, source: Path | None, stages: list[str]) 
 
 
 def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_dirs: list[str] = (),
-              console: Console | None = None, seeds: list[int] | None = None, resume: str | None = None
-              ) -> list[RunOutcome]:
+              console: Console | None = None, seeds: list[int] | None = None, resume: str | None = None,
+              rebuild_starts: bool = False) -> list[RunOutcome]:
     """Run (or resume) every selected (arm, seed); returns what happened to each.
+
+    ``rebuild_starts`` (``--rebuild-starts``): before an arm that needs the SFT start of the arm it reuses, and
+    that arm was exported without its weights, train that start again (``sand run --resume LENDER
+    --rebuild-weights``, once per seed: the arms after it find the weights there). Without it such an arm fails,
+    naming the flag and the command.
 
     Selecting seeds lets several sweeps of one file run side by side (one per seed): they never touch the
     same run directory. A stop signal raises :class:`RunStopped` once the run in progress has stopped (see
@@ -105,11 +132,21 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
     out.mkdir(parents=True, exist_ok=True)
     with SweepStop.installed() as stop:
         return _run_all(spec, out, arms, plugin_dirs, console, seeds, stop,
-                        resume or f"sand sweep {spec.path}")
+                        resume or f"sand sweep {spec.path}", rebuild_starts)
+
+
+def _sand_run(run_dir: Path, plugin_dirs: list[str], *flags: str) -> list[str]:
+    """The ``sand run --resume RUN_DIR`` command line a sweep starts for a run, in a subprocess of its own."""
+    cmd = [sys.executable, "-m", "sand_framework.cli.main", "--log-level", console_level(), "run", "--resume",
+           str(run_dir), *flags]
+    for d in plugin_dirs:
+        cmd += ["--plugins-dir", d]
+    return cmd
 
 
 def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: list[str], console: Console,
-             seeds: list[int] | None, stop: SweepStop, resume: str) -> list[RunOutcome]:
+             seeds: list[int] | None, stop: SweepStop, resume: str, rebuild_starts: bool = False
+             ) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
     failed: set[tuple[str, int]] = set()
     all_seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
@@ -131,7 +168,8 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
                                            message=f"another process (pid {holder}) is running it"))
                 continue
             source = run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None
-            holder = RunDir(source).held_by() if source is not None and not finished(source) else None
+            holder = RunDir(source).held_by() if source is not None and (
+                not finished(source) or start_missing(source)) else None  # running, or its start rebuilt
             if holder is not None:
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "busy", message=(
                     f"it reuses arm {arm.reuse}, which another process (pid {holder}) is still running")))
@@ -139,6 +177,14 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             if stop.signum is not None:
                 raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
             console.rule(f"[bold]{spec.name}[/]: arm {arm.name}, seed {seed} -> {path}")
+            lacks_start = source is not None and start_missing(source) and needs_the_start(path)
+            if lacks_start and rebuild_starts:
+                console.print(f"--rebuild-starts: training the SFT start of {source} again first")
+                rc = stop.run(_sand_run(source, plugin_dirs, "--rebuild-weights"), env=os.environ.copy())
+                if stop.signum is not None:
+                    raise stop.stopped(f"while rebuilding the SFT start of arm {arm.reuse} seed {seed} "
+                                       f"({stop.how(rc)}, in {source})", resume)
+                lacks_start = rc != 0
             t0 = time.time()
             rc = None
             try:
@@ -146,14 +192,15 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
                 if stop.signum is not None:  # came while the run directory was prepared: it is not started
                     _record_wall_time(out, arm.name, seed, round(time.time() - t0, 1))
                     raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
-                cmd = [sys.executable, "-m", "sand_framework.cli.main", "--log-level", console_level(), "run",
-                       "--resume", str(path)]
-                for d in plugin_dirs:
-                    cmd += ["--plugins-dir", d]
-                rc = stop.run(cmd, env=os.environ.copy())
+                rc = stop.run(_sand_run(path, plugin_dirs), env=os.environ.copy())
                 status, message = ("done", "") if rc == 0 else ("failed", f"`sand run` exited with {rc}")
             except SandError as exc:
                 status, message = "failed", str(exc)
+            if status == "failed" and lacks_start:
+                message += (f" (it needs the SFT start of {source}, exported without weights: "
+                            + ("`--rebuild-starts` could not train it again)" if rebuild_starts else
+                               "add `--rebuild-starts`, or run `sand run --resume "
+                               f"{source} --rebuild-weights` first)"))
             seconds = round(time.time() - t0, 1)
             if stop.signum is not None and rc is not None:
                 _record_wall_time(out, arm.name, seed, seconds)

@@ -12,15 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from sand_framework.app.fingerprint import stages_needing_absent_weights
-from sand_framework.app.runner import prepare
-from sand_framework.errors import SandError
 from sand_framework.report.tables import markdown_table
 from sand_framework.store import RunDir, RunLayout, UnitLog
 from sand_framework.store.files import read_json
-from sand_framework.sweep.runner import finished, run_dir_of, wall_seconds
+from sand_framework.sweep.runner import finished, needs_the_start, run_dir_of, start_missing, wall_seconds
 from sand_framework.sweep.spec import SweepSpec
 
 @dataclass
@@ -48,13 +43,13 @@ def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
                 row = run_status(arm.name, seed, run_dir_of(out, arm.name, seed))
                 waiting = [a.name for a in spec.arms if a.reuse == arm.name and seed in spec.seeds_of(a)
                            and not finished(run_dir_of(out, a.name, seed))
-                           and _needs_the_start(run_dir_of(out, a.name, seed))]
-                if arm.name in lenders and waiting and _start_missing(run_dir_of(out, arm.name, seed)):
+                           and needs_the_start(run_dir_of(out, a.name, seed))]
+                if arm.name in lenders and waiting and start_missing(run_dir_of(out, arm.name, seed)):
                     row.progress = (f"its SFT start's weights are not here (exported); before {', '.join(waiting)} "
                                     f"can reuse it: `sand run --resume {run_dir_of(out, arm.name, seed)} "
                                     "--rebuild-weights`")
-                elif row.state == "stopped" and _start_missing(run_dir_of(out, arm.name, seed)) \
-                        and _needs_the_start(run_dir_of(out, arm.name, seed)):
+                elif row.state == "stopped" and start_missing(run_dir_of(out, arm.name, seed)) \
+                        and needs_the_start(run_dir_of(out, arm.name, seed)):
                     lender = run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None
                     row.progress += ("; " if row.progress else "") + (
                         f"its SFT start's weights are not here: the sweep copies them from {lender} once that has "
@@ -62,25 +57,6 @@ def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
                         "`--rebuild-weights` first")
                 rows.append(row)
     return rows
-
-
-def _needs_the_start(path: Path) -> bool:
-    """A stage the run has still to compute reads its SFT start (a run not created yet will adopt it by reuse,
-    which needs its weights); True where the run's recipe cannot be read here."""
-    if not (path / RunLayout.STATE).is_file() or not RunDir(path).weights_missing(RunLayout.train_stage(0)):
-        return True
-    try:
-        stored = (read_json(path / RunLayout.PLUGINS, {}) or {}).get("plugin_dirs", [])
-        recipe = prepare(yaml.safe_load((path / RunLayout.RECIPE).read_text()), stored)[0]
-    except (SandError, OSError, yaml.YAMLError):
-        return True
-    return any(RunLayout.train_stage(0) in absent for _, absent in stages_needing_absent_weights(recipe, RunDir(path)))
-
-
-def _start_missing(path: Path) -> bool:
-    """The run finished its SFT start (``train/iter0``) and that stage's weights folder is not there."""
-    return path.is_dir() and (path / RunLayout.STATE).is_file() and \
-        RunDir(path).weights_missing(RunLayout.train_stage(0))
 
 
 def run_status(arm: str, seed: int, path: Path) -> RunStatus:
