@@ -834,6 +834,30 @@ def test_a_run_stopped_part_way_is_exported_and_continues_on_a_new_machine(sweep
     assert "rebuilt_start" in state["fingerprints"]["synth/iter1"]
 
 
+def test_until_computes_up_to_a_stage_and_a_later_sweep_finishes(sweep, tmp_path):
+    """`sand sweep --until synth/iter1` (a seed's SFT start is on this machine only for a while): each run with that
+    stage computes up to it and stops, exit 0, said; a run without it (no iterations) runs whole; a later sweep
+    without the flag finishes them. A stage the run does not have is refused (exit 2) naming its stages."""
+    out, path, _ = sweep
+    import shutil
+
+    work = tmp_path / "work"
+    shutil.copytree(out, work)
+    RunDir(work / "control/seed1").discard(["synth/iter1", "train/iter1", "eval"])
+    RunDir(work / "base/seed0").discard(["eval"])
+    proc = sand("run", "--resume", str(work / "control/seed1"), "--until", "train/iter9", check=False)
+    assert proc.returncode == 2 and "expert, train/iter0, synth/iter1, train/iter1, eval" in proc.stderr
+    proc = sand("sweep", str(path), "-o", str(work), "--arm", "control", "--arm", "base", "--until", "synth/iter1")
+    said = " ".join(proc.stderr.split())
+    assert "computed up to synth/iter1 as asked (--until), not finished: control/seed1" in said
+    assert "--until synth/iter1: stopped before train/iter1, as asked" in said
+    state = json.loads((work / "control/seed1/state.json").read_text())
+    assert list(state["done"]) == ["expert", "train/iter0", "synth/iter1"] and "train/iter1" not in state["fingerprints"]
+    assert (work / "base/seed0/metrics.json").is_file()  # no synth/iter1: ran whole
+    sand("sweep", str(path), "-o", str(work), "--arm", "control", "--seed", "1")
+    assert (work / "control/seed1/metrics.json").is_file()
+
+
 def test_status_names_the_rebuild_a_start_without_weights_needs(finished_sweep):
     """An exported SFT start that an unfinished arm of its seed reuses: `--status` names the command that makes
     its weights again; a start whose arms have all finished, or whose weights are there, needs nothing."""

@@ -33,7 +33,7 @@ from sand_framework.config.load import merge, parse_overrides, settle_swaps
 from sand_framework.config.preflight import require_packages
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.pipeline import Pipeline
-from sand_framework.errors import DiskFullError, InferenceEngineDied, RunDirError, RunStopped, SandError
+from sand_framework.errors import DiskFullError, InferenceEngineDied, RecipeError, RunDirError, RunStopped, SandError
 from sand_framework.logs import run_log
 from sand_framework.stopping import wait_for_safe_point
 from sand_framework.plugins import PluginSet, load_plugins
@@ -138,6 +138,14 @@ def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, Plugi
     return recipe, plugins, registries, rd
 
 
+class UntilReached(Exception):
+    """The run reached the first stage after ``--until STAGE`` that it would compute: it stops there, cleanly."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(stage)
+        self.stage = stage
+
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """What a cluster scheduler, ``timeout`` and Ctrl-C send first: a run that gets one stops cleanly (exit 128 + N)."""
 
@@ -231,19 +239,26 @@ def stopped_message(exc: RunStopped, stage: str | None, path: Path) -> str:
 
 def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str] = (),
         resume: str | None = None, run_dir: str | None = None, redo_from: str | None = None,
-        rebuild_weights: bool = False) -> tuple[dict[str, Any], Path]:
+        rebuild_weights: bool = False, until: str | None = None) -> tuple[dict[str, Any] | None, Path]:
     """Run a recipe in a new run directory, or continue the one at ``resume`` (discarding ``redo_from`` and the
     stages after it first, when given; with ``rebuild_weights``, only train the SFT start's weights again where
     an export left them out, keeping every result: :meth:`Pipeline.rebuild_weights`).
+
+    ``until`` (``--until STAGE``): compute up to and including that stage of the run, then stop, as a stop
+    signal would between two stages, and return no metrics (None); ``sand run --resume`` goes on from there. A
+    sweep on machines that do not outlive a session uses it to compute, while a seed's SFT start is on the
+    machine, only the stages that read it (``--until synth/iter1``; the training after it retrains from base).
 
     Before any stage, every stage the run holds is checked against its fingerprint
     (:func:`~sand_framework.app.fingerprint.check_resume`): a changed recipe or data file is refused, a new
     plugin version is said."""
     if redo_from is not None and resume is None:
         raise RunDirError("--redo-from STAGE continues a run: give it with --resume RUN_DIR")
-    if rebuild_weights and (resume is None or redo_from is not None):
+    if rebuild_weights and (resume is None or redo_from is not None or until is not None):
         raise RunDirError("--rebuild-weights trains an exported run's SFT start again: give it with --resume "
-                          "RUN_DIR and without --redo-from")
+                          "RUN_DIR and without --redo-from or --until")
+    if until is not None and L.parse_stage(until) is None:
+        raise RecipeError([f"--until {until!r}: not a stage name (expert, train/iterK, synth/iterK, eval)"])
     if resume is not None:
         if overrides:
             raise RunDirError("overrides cannot change a run being resumed; start a new run instead")
@@ -252,6 +267,9 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         if recipe_ref is None:
             raise RunDirError("give a recipe to run, or --resume RUN_DIR")
         recipe, plugins, registries, rd = create(recipe_ref, overrides, plugin_dirs, run_dir)
+    if until is not None and until not in L.stages(recipe.run.iterations):
+        raise RecipeError([f"--until {until!r}: not a stage of this run (its stages: "
+                           f"{', '.join(L.stages(recipe.run.iterations))})"])
     with stop_on_signals():
         rd.lock()
         try:
@@ -262,8 +280,12 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
             ctx.console.print(f"[bold]run directory[/]: {rd.path}")
             for note in recipe.notes:
                 ctx.console.print(f"note: {note}", markup=False, highlight=False)
-            pipeline = Pipeline(ctx, before_stage=lambda stage: rd.record_fingerprint(
-                stage, fingerprint(recipe, rd, registries, plugins, stage)))
+            def before_stage(stage: str) -> None:
+                if until is not None and L.stage_rank(stage) > L.stage_rank(until):
+                    raise UntilReached(stage)
+                rd.record_fingerprint(stage, fingerprint(recipe, rd, registries, plugins, stage))
+
+            pipeline = Pipeline(ctx, before_stage=before_stage)
             try:
                 with run_log(rd.path / L.LOG):
                     try:
@@ -300,6 +322,12 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             metrics = rd.read_json(L.METRICS, None) or {"eval": {}}
                         else:
                             metrics = pipeline.run()
+                    except UntilReached as reached:
+                        said = (f"--until {until}: stopped before {reached.stage}, as asked; `sand run --resume "
+                                f"{rd.path}` goes on from there")
+                        log.info(said)
+                        ctx.console.print(said, markup=False, highlight=False)
+                        metrics = None
                     except RunStopped as exc:
                         _caught(exc)
                         raise RunStopped(exc.signum, stopped_message(exc, pipeline.stage, rd.path)) from None

@@ -46,9 +46,12 @@ def recipe_command(fn):
 @click.option("--rebuild-weights", is_flag=True,
               help="With --resume: train the SFT start (train/iter0) of a run exported without weights again, "
                    "keeping every result, so that arms reusing it can run on this machine.")
+@click.option("--until", metavar="STAGE",
+              help="Compute up to and including STAGE (expert, train/iterK, synth/iterK, eval) of the run, then stop; "
+                   "`sand run --resume` goes on from there.")
 @PLUGINS_DIR
 @friendly
-def run(recipe, overrides, resume, run_dir, redo_from, rebuild_weights, plugin_dirs):
+def run(recipe, overrides, resume, run_dir, redo_from, rebuild_weights, until, plugin_dirs):
     """Run RECIPE (a path or a bundled name like `quickstart`) with key=value OVERRIDES."""
     from sand_framework.app.runner import run as run_recipe
 
@@ -56,8 +59,9 @@ def run(recipe, overrides, resume, run_dir, redo_from, rebuild_weights, plugin_d
         overrides = (recipe, *overrides)
         recipe = None
     metrics, path = run_recipe(recipe, list(overrides), list(plugin_dirs), resume, run_dir, redo_from,
-                               rebuild_weights)
-    echo_eval(metrics, path)
+                               rebuild_weights, until)
+    if metrics is not None:  # None: stopped after --until STAGE, as it said
+        echo_eval(metrics, path)
 
 
 FOR_ANOTHER_MACHINE = click.option(

@@ -37,10 +37,13 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @click.option("--rebuild-starts", is_flag=True,
               help="Before an arm that needs the SFT start of the arm it reuses, exported without its weights, train "
                    "that start again (`sand run --resume RUN --rebuild-weights`, once per seed).")
+@click.option("--until", metavar="STAGE",
+              help="Each run that has STAGE (expert, train/iterK, synth/iterK, eval) computes up to it and stops "
+                   "(`sand run --until`); a later sweep without it finishes them.")
 @PLUGINS_DIR
 @friendly
 def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_only, compare_only, status_only,
-            export_dir, rebuild_starts, plugin_dirs):
+            export_dir, rebuild_starts, until, plugin_dirs):
     """Run every arm of SWEEP_FILE for every seed, each in OUT/<arm>/seed<k>; rerun to resume.
 
     Finished runs are skipped, interrupted ones resumed (`sand run --resume`), and arms with `reuse:` start
@@ -52,6 +55,7 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
     from sand_framework.config.codegate import ALLOW_FLAG, recipe_plugins_allowed
     from sand_framework.config.preflight import Findings, check
     from sand_framework.errors import RecipeError
+    from sand_framework.store import RunLayout
     from sand_framework.sweep import collect, comparisons_markdown, describe, load_sweep, run_sweep, write_results
 
     if sum((plan, table_only, compare_only, status_only, export_dir is not None)) > 1:
@@ -113,20 +117,27 @@ def command(sweep_file, out_dir, arms, seeds, plan, for_another_machine, table_o
                        + "\n".join(f"  - {p}" for p in found.machine), err=True)
         click.echo(json.dumps(runs, indent=2))
         return
-    failed, busy = [], []
+    failed, busy, partial = [], [], []
+    if until is not None and RunLayout.parse_stage(until) is None:
+        raise RecipeError([f"--until {until!r}: not a stage name (expert, train/iterK, synth/iterK, eval)"])
     if not table_only:
         resume = shlex.join(["sand", "sweep", sweep_file, *(["-o", out_dir] if out_dir else []),
                              *[w for a in arms for w in ("--arm", a)], *[w for s in seeds for w in ("--seed", str(s))],
                              *[w for d in plugin_dirs for w in ("--plugins-dir", d)],
                              *(["--rebuild-starts"] if rebuild_starts else []),
+                             *(["--until", until] if until else []),
                              *([ALLOW_FLAG] if recipe_plugins_allowed() else [])])
         outcomes = run_sweep(spec, out, list(arms), list(plugin_dirs), seeds=list(seeds), resume=resume,
-                             rebuild_starts=rebuild_starts)
+                             rebuild_starts=rebuild_starts, until=until)
         failed = [o for o in outcomes if o.status in ("failed", "blocked")]
         busy = [o for o in outcomes if o.status == "busy"]
+        partial = [o for o in outcomes if o.status == "until"]
     path = write_results(spec, out)
     click.echo(path.read_text())
     click.echo(f"results: {path}")
+    if partial:
+        click.echo(f"computed up to {until} as asked (--until), not finished: "
+                   + ", ".join(f"{o.arm}/seed{o.seed}" for o in partial), err=True)
     if busy:
         click.echo("left to the process running them: " + ", ".join(f"{o.arm}/seed{o.seed} ({o.message})"
                                                                    for o in busy), err=True)

@@ -74,9 +74,10 @@ class RunOutcome:
     seed: int
     run_dir: str
     status: str
-    """``done`` (ran now), ``skipped`` (finished earlier), ``failed``, ``blocked`` (the arm it reuses failed) or
+    """``done`` (ran now), ``skipped`` (finished earlier), ``failed``, ``blocked`` (the arm it reuses failed),
     ``busy`` (another process, such as a second ``sand sweep --seed K``, is running it or the arm it reuses; a
-    later sweep runs it)."""
+    later sweep runs it) or ``until`` (ran up to ``--until STAGE`` as asked; a later sweep without it finishes
+    it)."""
     seconds: float = 0.0
     message: str = ""
 
@@ -116,13 +117,14 @@ def readopt_missing_weights(path: Path, source: Path | None, stages: list[str]) 
 
 def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_dirs: list[str] = (),
               console: Console | None = None, seeds: list[int] | None = None, resume: str | None = None,
-              rebuild_starts: bool = False) -> list[RunOutcome]:
+              rebuild_starts: bool = False, until: str | None = None) -> list[RunOutcome]:
     """Run (or resume) every selected (arm, seed); returns what happened to each.
 
     ``rebuild_starts`` (``--rebuild-starts``): before an arm that needs the SFT start of the arm it reuses, and
     that arm was exported without its weights, train that start again (``sand run --resume LENDER
     --rebuild-weights``, once per seed: the arms after it find the weights there). Without it such an arm fails,
-    naming the flag and the command.
+    naming the flag and the command. ``until`` (``--until STAGE``): each run that has that stage computes up to
+    it and stops (``sand run --until``); a run without it (an arm of no iterations and ``synth/iter1``) runs whole.
 
     Selecting seeds lets several sweeps of one file run side by side (one per seed): they never touch the
     same run directory. A stop signal raises :class:`RunStopped` once the run in progress has stopped (see
@@ -132,7 +134,7 @@ def run_sweep(spec: SweepSpec, out: Path, arms: list[str] | None = None, plugin_
     out.mkdir(parents=True, exist_ok=True)
     with SweepStop.installed() as stop:
         return _run_all(spec, out, arms, plugin_dirs, console, seeds, stop,
-                        resume or f"sand sweep {spec.path}", rebuild_starts)
+                        resume or f"sand sweep {spec.path}", rebuild_starts, until)
 
 
 def _sand_run(run_dir: Path, plugin_dirs: list[str], *flags: str) -> list[str]:
@@ -144,9 +146,14 @@ def _sand_run(run_dir: Path, plugin_dirs: list[str], *flags: str) -> list[str]:
     return cmd
 
 
+def _iterations(run_dir: Path) -> int:
+    """``run.iterations`` of the run's stored (resolved) recipe."""
+    return int(yaml.safe_load((run_dir / RunLayout.RECIPE).read_text())["run"]["iterations"])
+
+
 def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: list[str], console: Console,
-             seeds: list[int] | None, stop: SweepStop, resume: str, rebuild_starts: bool = False
-             ) -> list[RunOutcome]:
+             seeds: list[int] | None, stop: SweepStop, resume: str, rebuild_starts: bool = False,
+             until: str | None = None) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
     failed: set[tuple[str, int]] = set()
     all_seeds = sorted({s for arm in spec.arms for s in spec.seeds_of(arm)})
@@ -192,8 +199,12 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
                 if stop.signum is not None:  # came while the run directory was prepared: it is not started
                     _record_wall_time(out, arm.name, seed, round(time.time() - t0, 1))
                     raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
-                rc = stop.run(_sand_run(path, plugin_dirs), env=os.environ.copy())
+                stops = until is not None and until in RunLayout.stages(_iterations(path))
+                rc = stop.run(_sand_run(path, plugin_dirs, *(["--until", until] if stops else [])),
+                              env=os.environ.copy())
                 status, message = ("done", "") if rc == 0 else ("failed", f"`sand run` exited with {rc}")
+                if rc == 0 and stops and not finished(path):
+                    status, message = "until", f"computed up to {until} (--until)"
             except SandError as exc:
                 status, message = "failed", str(exc)
             if status == "failed" and lacks_start:
