@@ -131,11 +131,17 @@ def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = 
 def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, PluginSet, Registries, RunDir]:
     """An existing run directory with its stored recipe validated again (plugins as it ran with)."""
     rd = RunDir.open_existing(path)
-    data = yaml.safe_load((rd.path / L.RECIPE).read_text())
-    stored_dirs = (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
-    recipe, plugins, registries = prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / L.RECIPE))
+    recipe, plugins, registries = stored_recipe(rd, plugin_dirs)
     require_packages(recipe, registries)
     return recipe, plugins, registries, rd
+
+
+def stored_recipe(rd: RunDir, plugin_dirs: list[str] = ()) -> tuple[Recipe, PluginSet, Registries]:
+    """A run's stored recipe validated again with the plugins it ran with, without checking that this machine has
+    its components' packages (:func:`reopen` does; reading what a run will compute needs none of them)."""
+    data = yaml.safe_load((rd.path / L.RECIPE).read_text())
+    stored_dirs = (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
+    return prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / L.RECIPE))
 
 
 class UntilReached(Exception):
@@ -348,4 +354,4 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
     return metrics, rd.path
 
 
-__all__ = ["create", "merge", "parse_overrides", "prepare", "reopen", "resolve", "run"]
+__all__ = ["create", "merge", "parse_overrides", "prepare", "reopen", "resolve", "run", "stored_recipe"]

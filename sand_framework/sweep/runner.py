@@ -30,7 +30,7 @@ from rich.console import Console
 
 from sand_framework.app.fingerprint import stages_needing_absent_weights
 from sand_framework.app.reuse import reuse_stages
-from sand_framework.app.runner import STOP_SIGNALS, create, prepare, reopen
+from sand_framework.app.runner import STOP_SIGNALS, create, reopen, stored_recipe
 from sand_framework.errors import RunStopped, SandError
 from sand_framework.logs import console_level
 from sand_framework.store import RunDir, RunLayout
@@ -61,8 +61,7 @@ def needs_the_start(path: Path) -> bool:
     if not start_missing(path):
         return True
     try:
-        stored = (read_json(path / RunLayout.PLUGINS, {}) or {}).get("plugin_dirs", [])
-        recipe = prepare(yaml.safe_load((path / RunLayout.RECIPE).read_text()), stored)[0]
+        recipe = stored_recipe(RunDir(path))[0]
     except (SandError, OSError, yaml.YAMLError):
         return True
     return any(RunLayout.train_stage(0) in absent for _, absent in stages_needing_absent_weights(recipe, RunDir(path)))
@@ -186,7 +185,8 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             console.rule(f"[bold]{spec.name}[/]: arm {arm.name}, seed {seed} -> {path}")
             lacks_start = source is not None and start_missing(source) and needs_the_start(path)
             if lacks_start and rebuild_starts:
-                console.print(f"--rebuild-starts: training the SFT start of {source} again first")
+                console.print(f"--rebuild-starts: training the SFT start of {source} again first", soft_wrap=True,
+                              markup=False, highlight=False)  # a path to copy, never folded
                 rc = stop.run(_sand_run(source, plugin_dirs, "--rebuild-weights"), env=os.environ.copy())
                 if stop.signum is not None:
                     raise stop.stopped(f"while rebuilding the SFT start of arm {arm.reuse} seed {seed} "
