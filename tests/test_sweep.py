@@ -424,6 +424,44 @@ def test_compare_pairs_seed_by_seed_and_the_single_seed_arm_with_every_seed(fini
     assert base.verdict == "SFT control better (p=0.00391, sign test over 12 games)"
 
 
+def test_adjusted_p_values_bonferroni_and_holm():
+    from sand_framework.sweep.paired import adjusted_p_values
+
+    ps = [0.01, 0.04, 0.03, 0.005]
+    assert adjusted_p_values(ps, "none") == ps
+    assert adjusted_p_values(ps, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, 0.02])
+    # Holm: sorted 0.005 x 4, 0.01 x 3, 0.03 x 2, 0.04 x 1 (raised to the running maximum 0.06)
+    assert adjusted_p_values(ps, "holm") == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert adjusted_p_values([0.5, 0.6], "bonferroni") == [1.0, 1.0]
+
+
+def test_a_declared_correction_decides_the_verdicts_and_the_summary_says_each_answer(finished_sweep):
+    """With `correction: bonferroni` and alpha 0.01, the control's 9 games to 0 over the base model (p = 0.0039)
+    no longer count as better once adjusted for the 3 questions (0.0117): the verdict says both and what the
+    correction turned; the summary table gives each question's answer in one row."""
+    from sand_framework.sweep import compare, comparisons_markdown, load_sweep
+
+    path, out = finished_sweep
+    spec = load_sweep(path)
+    assert compare(spec, out, ["unseen"])[2].verdict.startswith("SFT control better")
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "correction": "bonferroni", "alpha": 0.01}))
+    spec = load_sweep(path)
+    step, start, base = compare(spec, out, ["unseen"])
+    assert [r.adjusted_p for r in (step, start, base)] == pytest.approx([1.0, 1.0, 3 * 0.00390625])
+    assert base.verdict == ("no detectable difference (p=0.00391, bonferroni-adjusted for 3 questions p=0.0117, "
+                            "sign test over 12 games); without the correction for 3 questions: SFT control better")
+    text = comparisons_markdown([step, start, base], spec.alpha)
+    assert "each p bonferroni-adjusted for the 3 questions asked" in text
+    assert ("| Does the control beat the base model? | unseen | 0–0, 1–0, 2–0 | 9 / 0 / 3 | 0.00391 | 0.0117 "
+            "| no detectable difference |") in text
+    path.write_text(yaml.safe_dump({**data, "correction": "holm", "alpha": 0.05}))
+    assert compare(load_sweep(path), out, ["unseen"])[2].verdict.startswith("SFT control better (p=0.00391, holm")
+    path.write_text(yaml.safe_dump({**data, "correction": "sidak"}))
+    with pytest.raises(RecipeError, match="correction"):
+        load_sweep(path)
+
+
 def test_compare_leaves_out_unfinished_runs_and_averages_differing_seeds_per_game(finished_sweep):
     from sand_framework.sweep import compare, load_sweep
 

@@ -27,6 +27,10 @@ different tensors for the same recipe) after some of its arms had finished. By d
 and named, never silently mixed into the test; with the sweep file's ``pair_starts: recipe`` it is paired when
 the two starts' ``train/iter0`` fingerprints are equal (the same recipe, data, seed and plugin versions
 computed them), and named under the question's table as a rebuilt start.
+
+Several questions: with the sweep file's ``correction`` (``bonferroni`` or ``holm``) every verdict compares the
+sign test's p adjusted for all the declared questions (comparisons × splits) with ``alpha``, and says so; the
+summary table at the head of the section gives each question's answer in one row.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any
 
 from sand_framework.report.tables import markdown_table
 from sand_framework.store import RunDir, RunLayout, UnitLog
-from sand_framework.sweep.paired import binomial_two_sided, wilson_interval
+from sand_framework.sweep.paired import adjusted_p_values, binomial_two_sided, wilson_interval
 from sand_framework.sweep.runner import finished, run_dir_of
 from sand_framework.sweep.export import weights_digests
 from sand_framework.sweep.spec import ComparisonSpec, SweepSpec, seed_pairs
@@ -152,6 +156,11 @@ class PairedResult:
     rebuilt_starts: list[tuple[int, int]] = field(default_factory=list)
     """Seed pairs paired although their starts' tensors differ: the same start trained again (``pair_starts:
     recipe`` and equal ``train/iter0`` fingerprints)."""
+    adjusted_p: float | None = None
+    """The sign test's p adjusted for all the sweep's questions (``None`` without a correction)."""
+    correction: str = "none"
+    questions: int = 1
+    """How many questions the correction accounts for (declared comparisons × splits)."""
     verdict: str = ""
 
     @property
@@ -165,7 +174,12 @@ class PairedResult:
 def compare(spec: SweepSpec, out: Path, splits: list[str], games: GameOutcomes | None = None) -> list[PairedResult]:
     """Every declared comparison on every split, from the finished runs (unfinished ones are left out)."""
     games = games or GameOutcomes(spec, out)
-    return [compare_one(spec, comp, split, games) for comp in spec.comparisons for split in splits]
+    results = [compare_one(spec, comp, split, games) for comp in spec.comparisons for split in splits]
+    if spec.correction != "none":
+        for res, adjusted in zip(results, adjusted_p_values([r.sign_p for r in results], spec.correction)):
+            res.adjusted_p, res.correction, res.questions = adjusted, spec.correction, len(results)
+            res.verdict = verdict(res, spec.alpha)
+    return results
 
 
 def compare_one(spec: SweepSpec, comp: ComparisonSpec, split: str, games: GameOutcomes) -> PairedResult:
@@ -218,18 +232,35 @@ def fmt_p(p: float) -> str:
 
 
 def verdict(res: PairedResult, alpha: float) -> str:
-    """A plain sentence from the sign test over games; says so when the (seed, game) test disagrees."""
+    """A plain sentence from the sign test over games (adjusted for the sweep's questions where it corrects for
+    them); says so when the correction or the (seed, game) test would have answered otherwise."""
     if not res.pairs:
         return "nothing to pair yet (no finished runs of both rows with this split evaluated)"
-    if res.sign_p < alpha:
-        winner = res.a_label if res.games_a_better > res.games_b_better else res.b_label
-        text = f"{winner} better (p={fmt_p(res.sign_p)}, sign test over {res.games} games)"
+    winner = res.a_label if res.games_a_better > res.games_b_better else res.b_label
+    shown = f"p={fmt_p(res.sign_p)}"
+    if res.adjusted_p is not None:
+        shown += f", {res.correction}-adjusted for {res.questions} questions p={fmt_p(res.adjusted_p)}"
+    decisive = res.sign_p if res.adjusted_p is None else res.adjusted_p
+    if decisive < alpha:
+        text = f"{winner} better ({shown}, sign test over {res.games} games)"
     else:
-        text = f"no detectable difference (p={fmt_p(res.sign_p)}, sign test over {res.games} games)"
+        text = f"no detectable difference ({shown}, sign test over {res.games} games)"
+        if res.sign_p < alpha:
+            text += f"; without the correction for {res.questions} questions: {winner} better"
     if (res.mcnemar_p < alpha) != (res.sign_p < alpha):
         text += (f"; McNemar over the {res.pairs} (seed, game) pairs gives p={fmt_p(res.mcnemar_p)}, "
                  "but it counts a game replayed by every seed as independent evidence")
     return text
+
+
+def answer(res: PairedResult, alpha: float) -> str:
+    """The verdict in a few words, for the summary table: which row is better, or neither."""
+    if not res.pairs:
+        return "not paired yet"
+    decisive = res.sign_p if res.adjusted_p is None else res.adjusted_p
+    if decisive >= alpha:
+        return "no detectable difference"
+    return f"`{res.a if res.games_a_better > res.games_b_better else res.b}` better"
 
 
 def _rates(rates: dict[int, float]) -> str:
@@ -240,12 +271,24 @@ def comparisons_markdown(results: list[PairedResult], alpha: float) -> str:
     """The results.md section: one table and one verdict line per question (rows: splits)."""
     if not results:
         return ""
+    first = results[0]
+    several = ("no correction for several questions" if first.adjusted_p is None else
+               f"each p {first.correction}-adjusted for the {first.questions} questions asked")
     parts = ["## Paired comparisons\n",
              f"Same games, paired. Verdicts use the exact sign test over games (per game, success averaged over "
-             f"the paired seeds; α = {alpha}, two-sided, no correction for several questions); McNemar's exact "
+             f"the paired seeds; α = {alpha}, two-sided, {several}); McNemar's exact "
              "test over (seed, game) pairs is shown too but is optimistic, because the seeds replay the same "
              "games. An arm run with one seed is paired with every seed of the other; two runs of one seed that "
              "come from different SFT starts are not paired.\n"]
+    adjusted = [] if first.adjusted_p is None else [f"{first.correction}-adjusted p"]
+    parts.append(markdown_table(
+        ["question", "split", "seed pairs", "games a better / b better / tied", "sign-test p", *adjusted, "answer"],
+        [[r.question, r.split, ", ".join(f"{x}–{y}" for x, y in r.seed_pairs) or "–",
+          f"{r.games_a_better} / {r.games_b_better} / {r.games_tied}" if r.pairs else "–",
+          fmt_p(r.sign_p) if r.pairs else "–",
+          *([fmt_p(r.adjusted_p) if r.pairs else "–"] if adjusted else []), answer(r, alpha)] for r in results],
+        "lll" + "r" * (2 + len(adjusted)) + "l"))
+    parts.append("")
     questions: dict[tuple[str, str, str], list[PairedResult]] = {}
     for r in results:
         questions.setdefault((r.question, r.a, r.b), []).append(r)

@@ -30,6 +30,27 @@ def binomial_two_sided(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail / 2 ** n)
 
 
+def adjusted_p_values(ps: list[float], method: str) -> list[float]:
+    """Family-wise adjusted p-values, in the order given: a verdict compares each with the same ``alpha``.
+
+    ``bonferroni``: ``min(1, m · p)``. ``holm`` (Holm 1979): sort the m p-values, multiply the i-th smallest
+    (from 0) by ``m - i``, and carry the running maximum so the adjusted values keep the p-values' order; it
+    rejects everything Bonferroni rejects and sometimes more, under the same guarantee. ``none``: unchanged.
+    """
+    m = len(ps)
+    if method == "none":
+        return list(ps)
+    if method == "bonferroni":
+        return [min(1.0, m * p) for p in ps]
+    if method != "holm":
+        raise ValueError(f"unknown correction {method!r} (none, bonferroni, holm)")
+    adjusted, running = [1.0] * m, 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: ps[j])):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float] | None:
     """Wilson score interval of a success proportion (in [0, 1]); ``None`` without observations.
 

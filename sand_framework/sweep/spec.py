@@ -80,7 +80,12 @@ class SweepSpec:
     comparisons: list[ComparisonSpec] = field(default_factory=list)
     """Paired questions between table rows, answered in results.md (``sweep.compare``)."""
     alpha: Annotated[float, at.Interval(gt=0, lt=1)] = 0.05
-    """Significance level of the comparisons' verdicts (per question; no correction for several)."""
+    """Significance level of the comparisons' verdicts (two-sided; per question unless ``correction`` says)."""
+    correction: Literal["none", "bonferroni", "holm"] = "none"
+    """How the verdicts account for asking several questions: ``none`` (each sign-test p against ``alpha``),
+    ``bonferroni`` (p times the number of questions) or ``holm`` (Holm's step-down, never less powerful than
+    Bonferroni). Either correction keeps the chance of any false "better" among all the questions below ``alpha``;
+    the number of questions is the declared comparisons times the splits, fixed before any run finishes."""
     pair_starts: Literal["tensors", "recipe"] = "tensors"
     """When two runs of one seed count as having the same SFT start, and are paired: ``tensors`` (their
     ``weights/iter0`` tensors are the same) or ``recipe`` (also when the tensors differ but the start was
