@@ -489,6 +489,9 @@ def test_results_md_answers_each_question_and_the_figure_has_every_seed(finished
     assert "**no detectable difference (p=1, sign test over 12 games)**" in md
     assert "**SFT control better (p=0.00391, sign test over 12 games)**" in md
     assert f"![success per seed]({FIGURE})" in md and (out / FIGURE).stat().st_size > 0
+    assert "| SAND | 8 / 12 | 8 / 12 | 8 / 12 |" in md and "| base | 0 / 12 | – | – |" in md  # solved per seed
+    assert "| Does SAND beat its SFT start? | unseen | 0–0, 1–1, 2–2 | 2 / 0 / 10 | 0.5 | no detectable difference |" \
+        in md  # the summary: one row per question
 
     results = json.loads((out / "results.json").read_text())
     assert [c["question"] for c in results["comparisons"]] == [c["question"] for c in COMPARISONS]

@@ -89,13 +89,16 @@ def collect(spec: SweepSpec, out: Path) -> dict[str, Any]:
                     splits.append(split)
                 stats = {f: Stat([float(r[split][f]) for r in found.values() if f in r[split]],
                                  [s for s, r in found.items() if f in r[split]]) for f in EVAL_FIELDS}
-                n_games, interval = success_interval(games.get(arm.name, model, split), sorted(found))
+                outcomes = games.get(arm.name, model, split)
+                n_games, interval = success_interval(outcomes, sorted(found))
                 shown = label or arm.name
                 if any(r[split].get("oracle") for r in found.values()) and "UPPER BOUND" not in shown.upper():
                     shown += ORACLE_LABEL
                 rows.append({"arm": arm.name, "model": model, "label": shown, "split": split,
                              "seeds": sorted(found), "stats": stats, "games": n_games,
-                             "success_ci95": list(interval) if interval else None})
+                             "success_ci95": list(interval) if interval else None,
+                             "solved": {s: [sum(outcomes[s].values()), len(outcomes[s])]
+                                        for s in sorted(found) if s in outcomes}})
             costs.append(row_cost(arm.name, model, label or arm.name, metrics, out))
         walls = [wall_seconds(run_dir_of(out, arm.name, s)) for s in metrics]
         iterations = sorted({int(k[4:]) for m in metrics.values() for k in m.get("synthesis", {})})
@@ -190,6 +193,17 @@ def cost_markdown(data: dict[str, Any]) -> str:
             "included.\n\n" + markdown_table(header, body) + "\n")
 
 
+def solved_markdown(rows: list[dict[str, Any]]) -> str:
+    """Games solved per seed, one column per seed any row ran: the counts behind a mean ± std, which a paired
+    question reads game by game (– where a seed's run is not finished)."""
+    seeds = sorted({s for r in rows for s in r["solved"]})
+    if not seeds:
+        return ""
+    body = [[r["label"], *(f"{r['solved'][s][0]} / {r['solved'][s][1]}" if s in r["solved"] else "–" for s in seeds)]
+            for r in rows]
+    return ("Games solved per seed:\n\n" + markdown_table(["arm", *[f"seed {s}" for s in seeds]], body) + "\n")
+
+
 def results_markdown(data: dict[str, Any]) -> str:
     parts = [f"# {data['name']}: mean ± std over seeds\n"]
     for split in data["splits"]:
@@ -202,6 +216,7 @@ def results_markdown(data: dict[str, Any]) -> str:
               r["stats"]["deliberation_rate_step"].show(3), r["stats"]["invalid_actions_per_task"].show(2),
               r["stats"]["total_tokens_per_task"].show(0), r["stats"]["avg_steps"].show(2)] for r in rows]))
         parts.append("")
+        parts.append(solved_markdown(rows))
     if data["synthesis"]:
         parts.append("## Synthesis cost (per run; an iteration reused from another arm is counted there)\n")
         parts.append(markdown_table(
