@@ -167,6 +167,16 @@ class PairedResult:
     def ties(self) -> int:
         return self.both + self.neither
 
+    @property
+    def decisive_p(self) -> float:
+        """The p a verdict compares with ``alpha``: adjusted for the sweep's questions where it corrects."""
+        return self.sign_p if self.adjusted_p is None else self.adjusted_p
+
+    @property
+    def a_ahead(self) -> bool:
+        """Whether row a won more games than row b (which row a "better" verdict names)."""
+        return self.games_a_better > self.games_b_better
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ties": self.ties}
 
@@ -236,12 +246,11 @@ def verdict(res: PairedResult, alpha: float) -> str:
     them); says so when the correction or the (seed, game) test would have answered otherwise."""
     if not res.pairs:
         return "nothing to pair yet (no finished runs of both rows with this split evaluated)"
-    winner = res.a_label if res.games_a_better > res.games_b_better else res.b_label
+    winner = res.a_label if res.a_ahead else res.b_label
     shown = f"p={fmt_p(res.sign_p)}"
     if res.adjusted_p is not None:
         shown += f", {res.correction}-adjusted for {res.questions} questions p={fmt_p(res.adjusted_p)}"
-    decisive = res.sign_p if res.adjusted_p is None else res.adjusted_p
-    if decisive < alpha:
+    if res.decisive_p < alpha:
         text = f"{winner} better ({shown}, sign test over {res.games} games)"
     else:
         text = f"no detectable difference ({shown}, sign test over {res.games} games)"
@@ -257,10 +266,9 @@ def answer(res: PairedResult, alpha: float) -> str:
     """The verdict in a few words, for the summary table: which row is better, or neither."""
     if not res.pairs:
         return "not paired yet"
-    decisive = res.sign_p if res.adjusted_p is None else res.adjusted_p
-    if decisive >= alpha:
+    if res.decisive_p >= alpha:
         return "no detectable difference"
-    return f"`{res.a if res.games_a_better > res.games_b_better else res.b}` better"
+    return f"`{res.a if res.a_ahead else res.b}` better"
 
 
 def _rates(rates: dict[int, float]) -> str:

@@ -85,7 +85,8 @@ class SweepSpec:
     """How the verdicts account for asking several questions: ``none`` (each sign-test p against ``alpha``),
     ``bonferroni`` (p times the number of questions) or ``holm`` (Holm's step-down, never less powerful than
     Bonferroni). Either correction keeps the chance of any false "better" among all the questions below ``alpha``;
-    the number of questions is the declared comparisons times the splits, fixed before any run finishes."""
+    the number of questions is the declared comparisons times the splits tabulated (declare ``splits`` to fix it
+    before any run finishes)."""
     pair_starts: Literal["tensors", "recipe"] = "tensors"
     """When two runs of one seed count as having the same SFT start, and are paired: ``tensors`` (their
     ``weights/iter0`` tensors are the same) or ``recipe`` (also when the tensors differ but the start was
