@@ -501,7 +501,7 @@ def test_results_md_answers_each_question_and_the_figure_has_every_seed(finished
     assert rows["SAND"]["stats"]["success_rate"]["seeds"] == [0, 1, 2]
 
     fig = success_by_seed(figure_rows(collect(spec, out)))
-    points = {c.get_gid()[len(SEED_GID):]: c.get_offsets()[:, 1].tolist()
+    points = {c.get_gid()[len(SEED_GID):]: c.get_offsets()[:, 0].tolist()  # success % runs across
               for ax in fig.axes for c in ax.collections if (c.get_gid() or "").startswith(SEED_GID)}
     assert points == {"unseen:SFT": [50.0] * 3, "unseen:SAND": pytest.approx([66.67] * 3, abs=0.01),
                       "unseen:SFT control": [75.0] * 3, "unseen:base": [0.0]}
@@ -599,8 +599,10 @@ def test_each_split_panel_of_the_figure_shows_only_the_rows_evaluated_on_it():
             SeedRow("SFT", "seen", {0: 14.6}), SeedRow("retrained", "seen", {0: 16.7}),
             SeedRow("control", "seen", {0: 6.2})]
     fig = success_by_seed(rows)
-    ticks = {ax.get_title(): [t.get_text() for t in ax.get_xticklabels()] for ax in fig.axes}
+    ticks = {ax.get_title(): [t.get_text() for t in ax.get_yticklabels()] for ax in fig.axes}
     assert ticks == {"split unseen": ["SFT", "SAND"], "split seen": ["SFT", "retrained", "control"]}
+    notes = {ax.get_title(): [t.get_text() for t in ax.texts if "seed" in t.get_text()] for ax in fig.axes}
+    assert notes == {"split unseen": ["1 seed"] * 2, "split seen": ["1 seed"] * 3}
 
 
 def test_sweep_compare_and_table_only_on_the_command_line(finished_sweep):

@@ -179,8 +179,10 @@ SEED_GID = "seeds:"
 def success_by_seed(rows: list[SeedRow]):
     """One panel per split: each row's per-seed success % as dots (labelled by seed), its mean and interval.
 
-    Every seed is drawn, so a figure can never show one seed where the table averages several. Returns the
-    matplotlib figure (None without rows); :func:`success_by_seed_figure` saves it.
+    Rows run down the panel with success % across it, so the long row labels a sweep gives its arms read
+    horizontally instead of crowding a rotated x-axis. Every seed is drawn, so a figure can never show one seed
+    where the table averages several. Returns the matplotlib figure (None without rows);
+    :func:`success_by_seed_figure` saves it.
     """
     if not rows:
         return None
@@ -188,39 +190,46 @@ def success_by_seed(rows: list[SeedRow]):
     splits = list(dict.fromkeys(r.split for r in rows))
     every_label = list(dict.fromkeys(r.label for r in rows))
     colors = dict(zip(every_label, _colors(len(every_label))))  # a row keeps its colour in every panel
-    widest = max(sum(r.split == split for r in rows) for split in splits)
+    counts = [sum(r.split == split for r in rows) for split in splits]
     # one panel per split, stacked, each with only the rows evaluated on it (an experiment whose arms evaluate
-    # different splits would otherwise draw every panel with empty slots)
-    fig, axes = plt.subplots(len(splits), 1, figsize=(max(4.5, 1.0 + 1.0 * widest), 4.2 * len(splits)),
-                             squeeze=False, sharey=True)
+    # different splits would otherwise draw every panel with empty slots); each panel as tall as its rows
+    longest = max(len(label) for label in every_label)  # the row labels take the figure's left part
+    size = (max(6.0, 5.0 + 0.06 * longest), 1.1 * len(splits) + 0.5 * sum(counts))
+    fig, axes = plt.subplots(len(splits), 1, figsize=size,
+                             squeeze=False, sharex=True, gridspec_kw={"height_ratios": counts})
     for ax, split in zip(axes.flat, splits):
         labels = list(dict.fromkeys(r.label for r in rows if r.split == split))
+        ticks = []
         for row in (r for r in rows if r.split == split):
-            x, color = labels.index(row.label), colors[row.label]
+            y, color = labels.index(row.label), colors[row.label]
             seeds = sorted(row.per_seed)
-            xs = [x - 0.4 + 0.4 * (i + 0.5) / len(seeds) for i in range(len(seeds))]
-            ys = [row.per_seed[s] for s in seeds]
+            ys = [y - 0.35 + 0.4 * (i + 0.5) / len(seeds) for i in range(len(seeds))]
+            xs = [row.per_seed[s] for s in seeds]
             dots = ax.scatter(xs, ys, s=18, color=color, zorder=3, linewidths=0)
             dots.set_gid(f"{SEED_GID}{split}:{row.label}")
-            for i, (xi, yi, s) in enumerate(zip(xs, ys, seeds)):  # labels alternate above and below the dots
-                ax.annotate(f"s{s}", (xi, yi), xytext=(0, 4 if i % 2 == 0 else -4), textcoords="offset points",
-                            ha="center", va="bottom" if i % 2 == 0 else "top", fontsize=5.5, color="0.35")
-            if ys:
-                mean = sum(ys) / len(ys)
+            for xi, yi, s in zip(xs, ys, seeds):
+                ax.annotate(f"s{s}", (xi, yi), xytext=(4, 0), textcoords="offset points",
+                            ha="left", va="center", fontsize=5.5, color="0.35")
+            if xs:
+                mean = sum(xs) / len(xs)
                 if row.interval is not None:
                     lo, hi = row.interval
-                    ax.errorbar([x + 0.15], [mean], yerr=[[max(0.0, mean - lo)], [max(0.0, hi - mean)]],
+                    ax.errorbar([mean], [y + 0.22], xerr=[[max(0.0, mean - lo)], [max(0.0, hi - mean)]],
                                 fmt="D", ms=4, color=color, ecolor=color, elinewidth=1.2, capsize=3, zorder=4)
                 else:
-                    ax.scatter([x + 0.15], [mean], marker="D", s=16, color=color, zorder=4)
+                    ax.scatter([mean], [y + 0.22], marker="D", s=16, color=color, zorder=4)
             note = f"{len(seeds)} seed{'s' * (len(seeds) != 1)}" + (f", {row.games} games" if row.games else "")
-            ax.text(x, -9, note, ha="center", va="top", fontsize=6, color="0.35")
-        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
-        ax.set_xlim(-0.6, len(labels) - 0.4)
-        ax.set_ylim(-15, 105)
-        ax.axhline(0, color="0.85", lw=0.6, zorder=0)
-        ax.set_title(f"split {split}")
-    axes.flat[0].set_ylabel("success %")
+            ticks.append((y, row.label, note))
+        ax.set_yticks([y for y, _, _ in ticks], [label for _, label, _ in ticks], fontsize=8)
+        for y, _, note in ticks:  # the evidence each row rests on, at the right edge
+            ax.text(1.01, y, note, transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=6,
+                    color="0.35")
+        ax.set_ylim(len(labels) - 0.5, -0.5)  # the table's first row on top
+        ax.set_xlim(-3, 103)
+        for x in (0, 25, 50, 75, 100):
+            ax.axvline(x, color="0.9", lw=0.6, zorder=0)
+        ax.set_title(f"split {split}", fontsize=9)
+    axes.flat[-1].set_xlabel("success %")
     fig.suptitle("Success per seed (dots), mean over seeds (◆) and 95% Wilson interval over games", fontsize=10)
     fig.tight_layout()
     return fig
