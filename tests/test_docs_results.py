@@ -1,0 +1,60 @@
+"""docs/results.md's Table 1 section states the numbers the repository's commands compute from the exported runs.
+
+The section's tables were pasted from `sand sweep experiments/table1-cpu.yaml -o docs/results/table1-cpu
+--table-only` / `--compare` and `experiments/twc_outcomes.py`; a table edited by hand, or left behind when a later
+export added runs, would state results no command gives. So the export's results.md and results.json must be what
+the code writes from the exported runs today, and every table of the section must appear, row for row, in what
+those commands print.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import twc_outcomes  # noqa: E402
+
+SWEEP = ROOT / "experiments" / "table1-cpu.yaml"
+EXPORT = ROOT / "docs" / "results" / "table1-cpu"
+SECTION = ("## Table 1 on CPU (issue 22)", "## Question and design")
+
+
+def _tables(text: str) -> list[str]:
+    """Every markdown table of ``text``, as its lines joined."""
+    tables, lines = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            lines.append(line)
+        elif lines:
+            tables.append("\n".join(lines))
+            lines = []
+    return tables
+
+
+def _section() -> str:
+    doc = (ROOT / "docs" / "results.md").read_text()
+    start = doc.index(SECTION[0])
+    return doc[start:doc.index(SECTION[1], start)]
+
+
+def test_the_export_is_what_the_code_writes_from_its_runs(tmp_path):
+    from sand_framework.sweep import load_sweep, write_results
+
+    out = tmp_path / "table1-cpu"
+    shutil.copytree(EXPORT, out, ignore=shutil.ignore_patterns("*.png"))
+    write_results(load_sweep(SWEEP), out)
+    assert (out / "results.md").read_text() == (EXPORT / "results.md").read_text()
+    assert json.loads((out / "results.json").read_text()) == json.loads((EXPORT / "results.json").read_text())
+
+
+def test_every_table_of_the_section_is_one_the_commands_print():
+    generated = (EXPORT / "results.md").read_text() + "\n\n" + twc_outcomes.table(str(SWEEP), "unseen", str(EXPORT))
+    tables = _tables(_section())
+    assert len(tables) == 4  # solved per seed, the paired tests' summary, how episodes end, cost
+    for table in tables:
+        assert table in generated, f"docs/results.md states a table no command prints:\n{table}"
