@@ -4,7 +4,7 @@ The section's tables were pasted from `sand sweep experiments/table1-cpu.yaml -o
 --table-only` / `--compare` and `experiments/twc_outcomes.py`; a table edited by hand, or left behind when a later
 export added runs, would state results no command gives. So the export's results.md and results.json must be what
 the code writes from the exported runs today, and every table of the section must appear, row for row, in what
-those commands print.
+those commands print, and every paired result its prose quotes must be one they computed.
 """
 
 from __future__ import annotations
@@ -58,3 +58,19 @@ def test_every_table_of_the_section_is_one_the_commands_print():
     assert len(tables) == 4  # solved per seed, the paired tests' summary, how episodes end, cost
     for table in tables:
         assert table in generated, f"docs/results.md states a table no command prints:\n{table}"
+
+
+def test_every_paired_result_the_prose_quotes_is_a_computed_one():
+    """The verdict and the text quote comparisons as "(A / B, adjusted p = P)": games better / worse and the
+    corrected p of a question, rounded as written."""
+    import re
+
+    computed = json.loads((EXPORT / "results.json").read_text())["comparisons"]
+    quoted = re.findall(r"\((\d+)(?: games better,| /) (\d+)(?: worse)?[;,] adjusted p = ([\d.]+)\)",
+                        " ".join(line.removeprefix(">").strip() for line in _section().splitlines()))
+    assert len(quoted) >= 4  # the verdict's
+    for a, b, p in quoted:
+        digits = len(p.split(".")[1])
+        assert any((c["games_a_better"], c["games_b_better"]) == (int(a), int(b))
+                   and round(c["adjusted_p"], digits) == float(p) for c in computed), \
+            f"docs/results.md quotes ({a} / {b}, adjusted p = {p}), which no comparison of the export computed"
