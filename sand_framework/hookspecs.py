@@ -144,6 +144,27 @@ for _name, _fn in list(globals().items()):
         _fn.__doc__ = (_fn.__doc__ or "").rstrip() + _REGISTRATION_RULES
 
 # --------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def sand_add_commands(cli: Any) -> None:
+    """Add subcommands to ``sand``.
+
+    :param cli: a ``click.Group``; each function decorated with ``@cli.command()`` becomes ``sand NAME``.
+
+    Called once per ``sand`` process, only when it meets a command name it does not have or lists its commands
+    (``sand --help``), for the plugins installed as packages (the ``sand`` entry-point group: ``--plugins-dir``
+    folders are named per command, too late to add one). A command named like one of SAND's own is ignored with
+    a warning naming the plugin; a plugin that fails to load costs only its commands (a warning), never the
+    built-in ones. The command runs in the ``sand`` process with the logging SAND configured; to fail cleanly,
+    raise a :class:`~sand_framework.errors.SandError` subclass or ``click.ClickException``. New in 0.3.1 (the
+    counterpart of llm's ``register_commands``).
+    """
+
+
+# --------------------------------------------------------------------------
 # Resolution
 # --------------------------------------------------------------------------
 
@@ -210,6 +231,22 @@ def sand_stage_end(run: RunInfo, stage: str, summary: dict[str, Any], context: L
 
 
 @_lifecycle()
+def sand_unit_saved(run: RunInfo, stage: str, unit: str, context: LegacyContext) -> None:
+    """A piece of a stage's work was written durably: a resume will not compute it again.
+
+    :param stage: the stage computing it (names as in :func:`sand_stage_end`).
+    :param unit: the unit's id in its unit log (``expert``: a task id, or ``expert`` for a file read whole;
+        ``synth/iterK``: the input trajectory's task id; ``eval``: a task id), or ``checkpoint-N`` when a
+        training stage saved its checkpoint after optimizer step ``N`` (trainers that report them: the built-in
+        TRL trainers, in a single-process run).
+
+    Called right after the write is flushed, before the stage moves on: an observer that blocks holds the run at a
+    point where a kill loses nothing (the fault-injection tests use that). Units already on disk when a resumed
+    session starts are not re-emitted.
+    """
+
+
+@_lifecycle()
 def sand_step_deliberated(run: RunInfo, record: DeliberationRecord, context: LegacyContext) -> None:
     """A step was deliberated and its thought synthesized.
 
@@ -244,8 +281,8 @@ def sand_run_end(run: RunInfo, metrics: dict[str, Any], context: LegacyContext) 
     """
 
 
-LIFECYCLE_HOOKS: tuple[str, ...] = ("sand_run_start", "sand_stage_end", "sand_step_deliberated",
-                                    "sand_iteration_end", "sand_run_end")
+LIFECYCLE_HOOKS: tuple[str, ...] = ("sand_run_start", "sand_unit_saved", "sand_stage_end",
+                                    "sand_step_deliberated", "sand_iteration_end", "sand_run_end")
 """The observer hooks, in the order a run calls them first."""
 
 for _name in LIFECYCLE_HOOKS:

@@ -10,11 +10,20 @@ The console handler looks up ``sys.stderr`` at every record instead of
 keeping the stream it started with: rich's progress display swaps
 ``sys.stderr`` while its bars are drawn, and records written through the swap
 print above the bars instead of through them.
+
+One voice on the console: the libraries SAND drives (transformers, datasets,
+TRL, torch, vLLM ...) speak there only at error level unless ``--log-level``
+asks for info or debug; their records go to ``run.log`` whatever the level.
+Their progress bars are off (:data:`QUIET_LIBRARY_ENV`, inherited by every
+process a run starts), and the trainers log TRL's per-step metrics as records
+(``run.log``) instead of printing them: what the console shows is SAND's own
+progress and a line per stage.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +46,54 @@ CHATTY_LIBRARIES: tuple[str, ...] = ("py4j", "httpx", "httpcore")
 """Libraries that log routine events at info (py4j: two lines per JVM gateway, and the Java environments start
 one per worker; httpx/httpcore: one per request of the openai policy): kept to warnings unless the level is debug,
 so that ``run.log`` stays readable."""
+
+
+LIBRARIES: tuple[str, ...] = (
+    "transformers", "datasets", "trl", "peft", "accelerate", "torch", "huggingface_hub", "vllm", "ray",
+    "filelock", "urllib3", "fsspec", "matplotlib", "PIL", "py4j", "httpx", "httpcore", "openai",
+    "textworld", "alfworld", "scienceworld", "textworld_express")
+"""Top-level logger names of the libraries whose records below error stay off the console at the default level."""
+
+QUIET_LIBRARY_ENV: dict[str, str] = {"HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers reads the hub's switch
+                                     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+                                     "TQDM_DISABLE": "1"}  # bars no switch reaches (transformers' GGUF loader)
+"""Set (unless the user set them) before any library is imported: their tqdm bars ("Loading weights",
+"Truncating train dataset", "Converting and de-quantizing GGUF tensors") interleave with SAND's own progress
+(rich, not tqdm) and fill ``run.log`` with carriage returns."""
+
+LIBRARY_HANDLERS: tuple[str, ...] = ("transformers", "datasets")
+"""Libraries that install their own stderr handler (transformers also stops propagation): see
+:func:`adopt_library_loggers`."""
+
+
+def adopt_library_loggers() -> None:
+    """Route the records of :data:`LIBRARY_HANDLERS` through the root logger (console filter, ``run.log``)
+    instead of their own stderr handlers. Only libraries already imported are touched (importing one costs
+    seconds); the stages that import them call this after they do."""
+    for name in LIBRARY_HANDLERS:
+        module = sys.modules.get(f"{name}.utils.logging")
+        if module is None:
+            continue
+        if hasattr(module, "disable_default_handler"):  # transformers; datasets keeps a plain handler (below)
+            module.disable_default_handler()
+        module.enable_propagation()
+        logger = logging.getLogger(name)
+        for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
+            logger.removeHandler(handler)
+
+
+class _OneVoice(logging.Filter):
+    """On the console: a library's records (:data:`LIBRARIES`) only from error up, unless the console's level is
+    info or debug."""
+
+    def __init__(self, level: int):
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.level <= logging.INFO or record.levelno >= logging.ERROR:
+            return True
+        return record.name.split(".", 1)[0] not in LIBRARIES
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -93,7 +150,11 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
     handler.setLevel(level.upper())
     handler.setFormatter(_ConsoleFormatter("%(message)s"))
     handler.addFilter(_QuietStops(keep=False))
+    handler.addFilter(_OneVoice(handler.level))
     root.addHandler(handler)
+    for key, value in QUIET_LIBRARY_ENV.items():
+        os.environ.setdefault(key, value)
+    adopt_library_loggers()
     root.setLevel(min(logging.INFO, handler.level))
     for name in CHATTY_LIBRARIES:
         logging.getLogger(name).setLevel(logging.NOTSET if handler.level <= logging.DEBUG else logging.WARNING)
@@ -124,6 +185,7 @@ def run_log(path: Path) -> Iterator[None]:
     An exception that ends the block is written there too, with its traceback, so the run directory says why
     the run stopped; only the file gets it, the command prints its own one-line message.
     """
+    adopt_library_loggers()
     handler = _RunLogHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
     handler.addFilter(_QuietStops(keep=True))

@@ -64,6 +64,12 @@ def stop_at_safe_point() -> Iterator[StopRequest]:
         raise RunStopped(request.signum)
 
 
+def stop_requested() -> bool:
+    """A stop signal came and waits for the safe point of the block in progress: code that blocks inside such a
+    block (an observer holding the run, a long wait) returns so that the block reaches its safe point."""
+    return _WAITING is not None and _WAITING.signum is not None
+
+
 def wait_for_safe_point(signum: int) -> bool:
     """For the runner's signal handler: True when a safe point takes this stop (the handler then returns
     without raising), False when it should stop the run at once."""

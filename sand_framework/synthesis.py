@@ -35,7 +35,11 @@ class SynthesisOutput:
     trajectory: Trajectory
     """The trajectory with deliberation thoughts at deliberated steps, expert thoughts elsewhere."""
     records: list[DeliberationRecord]
+    """The deliberated steps: their thought replaced the expert's."""
     stats: dict[str, Any] = field(default_factory=dict)
+    failed: list[DeliberationRecord] = field(default_factory=list)
+    """Steps chosen for deliberation whose synthesis failed (status ``failed``): kept for audit, not trained on
+    (the step keeps the expert's thought, as in the paper)."""
 
 
 @dataclass
@@ -176,7 +180,7 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
         offset += k
     results = c.synthesizer.synthesize(synth_reqs, c.policy, seed=seed)
 
-    # 6. Assemble: replace thoughts only at deliberated steps.
+    # 6. Assemble: replace thoughts only at deliberated steps; a failed synthesis keeps the expert's thought.
     outputs = {id(t): SynthesisOutput(Trajectory.from_dict(t.to_dict()), [], {}) for t in trajs}
     for (req, cands, score), (ros, crits), res in zip(chosen, per_step, results):
         out = outputs[id(req.trajectory)]
@@ -185,6 +189,9 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             task_id=req.trajectory.task_id, step_index=req.step_index, expert_action=step.action,
             expert_thought=step.thought, candidates=cands, rollouts=[r for r in ros if r is not None],
             critiques=crits, synthesis=res, detector_score=score)
+        if res.status == "failed":
+            out.failed.append(record)
+            continue
         step.thought, step.deliberated = res.thought, True
         out.records.append(record)
     switches = {id(t): switch_expert(outputs[id(t)], t, c.executor, c.environment) for t in trajs}
@@ -198,6 +205,9 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             "rollout_steps": sum(len(ro.steps) for r in out.records for ro in r.rollouts),
             "fallbacks": sum(r.synthesis.status == "fallback" for r in out.records),
             "retries": sum(r.synthesis.status == "retried" for r in out.records),
+            "synthesis_failed": len(out.failed),
+            "critiques": sum(len(r.critiques) for r in out.records + out.failed),
+            "critiques_truncated": sum(c.truncated for r in out.records + out.failed for c in r.critiques),
             "expert_switches": int(switches[id(t)]),
         }
     if trajs:
@@ -229,4 +239,5 @@ def switch_expert(out: SynthesisOutput, expert: Trajectory, executor: Executor, 
     traj.steps = traj.steps[:t] + [Step.from_dict(s.to_dict()) for s in best.steps]
     traj.reward, traj.success = best.reward, best.success
     out.records = [r for r in out.records if r.step_index < t]
+    out.failed = [r for r in out.failed if r.step_index < t]
     return True

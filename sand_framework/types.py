@@ -118,14 +118,23 @@ class Critique(_Record):
     candidate: str
     text: str
     rollout_reward: float | None = None
+    truncated: bool = False
+    """The critic's token budget ended the text mid-sentence and the fragment was dropped (``text`` keeps the
+    complete sentences before it, possibly none): counted in the synthesis statistics, so a budget too short for
+    what the base model writes shows."""
 
 
 @dataclass
 class SynthesisResult(_Record):
-    """The synthesized deliberation thought and whether it needed a retry or fallback."""
+    """The synthesized deliberation thought and how it was reached.
+
+    ``ok``/``retried``: the model's thought passed the check (at the first attempt / after retries); ``failed``:
+    no attempt passed, ``thought`` is empty and the step keeps the expert's own thought and is not deliberated
+    (the paper's method); ``fallback``: no attempt passed and ``thought`` was written from a template
+    (a synthesizer's named opt-in, not the paper's method)."""
 
     thought: str
-    status: Literal["ok", "retried", "fallback"] = "ok"
+    status: Literal["ok", "retried", "failed", "fallback"] = "ok"
     attempts: int = 1
 
 

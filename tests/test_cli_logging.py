@@ -33,6 +33,7 @@ def sand_run_start(run):
     log.info("chatty: info record")
     log.warning("chatty: warning record")
     warnings.warn("chatty: warnings.warn call")
+    logging.getLogger("transformers.modeling_utils").warning("chatty: a library's warning")
 
 
 @hookimpl
@@ -66,8 +67,14 @@ def test_plugin_records_reach_stderr_and_run_log_and_resume_appends(plugin_dir, 
     assert "chatty: observer broke" in first.stderr and "chatty: observer broke" in log  # reported, run goes on
     assert "INFO chatty_plugin: chatty: info record" in log  # run.log keeps info at the default level
     assert "chatty: debug record" not in log
+    # One voice: libraries' bars, TRL's metric dicts and library warnings stay off the console; run.log has them.
+    assert "Loading weights" not in first.stderr + first.stdout and "{'loss'" not in first.stderr + first.stdout
+    assert "Truncating train dataset" not in first.stderr
+    assert "a library's warning" not in first.stderr and "WARNING transformers.modeling_utils: chatty: a library" in log
+    assert "sand_builtins.trainers.progress: train iter0 step 1/1: loss" in log
 
     again = sand("--log-level", "debug", "run", "--resume", str(run))
+    assert "chatty: a library's warning" in again.stderr  # info or debug: the libraries speak too
     assert "debug: chatty: debug record" in again.stderr and "info: chatty: info record" in again.stderr
     log2 = (run / "run.log").read_text()
     assert log2.startswith(log), "a resume appends to run.log"

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 LEGACY = Path(__file__).resolve().parent / "data" / "plugin_contract_0_1"
 EXAMPLE = REPO / "plugins" / "examples" / "sand-example-plugin"
 LIFECYCLE = ("sand_run_start", "sand_stage_end", "sand_step_deliberated", "sand_iteration_end", "sand_run_end")
+"""The lifecycle hooks of contract 0.1, each of which the 0.1 plugin implements (``sand_unit_saved`` came later)."""
 
 
 def info(path: Path = Path("/runs/r-1")) -> RunInfo:
@@ -312,3 +313,23 @@ def test_the_example_plugin_declares_the_contract_it_supports():
     pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
     dependency = re.search(r'"sand-framework([^"]*)"', pyproject).group(1)
     assert dependency and __version__ in SpecifierSet(dependency), "the package pins the framework it was made for"
+
+
+OPTIONAL_HOOKS = ("context_token_budget", "device_plan", "weights_kind", "expect_agent_weights", "rollout_stats",
+                  "input_files", "agent_token_budget", "thought_token_budget")
+
+
+def test_optional_component_hooks_are_declared_on_the_bases_and_never_looked_up_by_name():
+    """Issue 38 item 4: each optional hook has its default on the base class a component inherits, and the core
+    calls it there; a `getattr(component, "hook", None)` would be a hook declared nowhere."""
+    import re
+
+    from sand_framework.components import Component, Evaluator, Policy, PreferenceTrainer, Trainer
+
+    assert Component.device_plan(None, None) == [] and Component.context_token_budget(None) == {}
+    assert Trainer.weights_kind(None) is None and PreferenceTrainer.weights_kind(None) is None
+    assert Policy.expect_agent_weights(None, "full") is None and Evaluator.rollout_stats is None
+    core = Path(__file__).resolve().parent.parent / "sand_framework"
+    looked_up = [f"{p.relative_to(core)}: {m.group(0)}" for p in core.rglob("*.py")
+                 for m in re.finditer(r"getattr\(.*?[\"'](%s)[\"']" % "|".join(OPTIONAL_HOOKS), p.read_text())]
+    assert not looked_up, looked_up

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scripted import ScriptedPolicy
 
-from sand_framework.components import SynthesisRequest
+from sand_framework.components import CritiqueRequest, SynthesisRequest
 from sand_framework.deliberation import concludes_with, is_deliberation, quoted_actions
 from sand_framework.types import Candidate, Completion, Critique, Step, Trajectory
 
@@ -58,19 +58,68 @@ def test_synthesizer_accepts_good_thoughts(registries):
     assert res.status == "ok" and concludes_with(res.thought, "take coin")
 
 
-def test_synthesizer_retries_then_falls_back(registries):
+def test_synthesizer_retries_then_drops_the_step_as_the_paper_does(registries):
+    """No attempt passes: the result is ``failed`` with no thought (the step keeps the expert's), never a
+    template, unless the recipe opts in with ``on_failure: template``."""
     s = registries.build("synthesizer", "deliberation", {"retries": 2})
     policy = Stubborn()
     [res] = s.synthesize([_request()], policy, seed=1)
-    assert res.status == "fallback" and res.attempts == 3 and len(policy.calls) == 3
+    assert res.status == "failed" and res.attempts == 3 and len(policy.calls) == 3 and res.thought == ""
+
+
+def test_the_template_is_a_named_opt_in(registries):
+    s = registries.build("synthesizer", "deliberation", {"retries": 2, "on_failure": "template"})
+    [res] = s.synthesize([_request()], Stubborn(), seed=1)
+    assert res.status == "fallback" and res.attempts == 3
     assert concludes_with(res.thought, "take coin") and is_deliberation(res.thought)
     assert "That wastes a step." in res.thought
+
+
+class Leaky(ScriptedPolicy):
+    """Base model whose thought concludes right but repeats the critic prompt's scaffolding."""
+
+    def generate(self, chats, sampling, role="agent"):
+        return [[Completion('Imagined outcome: the task is not completed (reward 0.50). "move west" fails, so '
+                            '"take coin".')] for _ in chats]
+
+
+def test_the_check_refuses_a_thought_that_carries_the_prompts_scaffolding(registries):
+    from sand_framework.deliberation import leaks_scaffolding, passes_synthesis_check
+
+    s = registries.build("synthesizer", "deliberation", {"retries": 0})
+    [res] = s.synthesize([_request()], Leaky())
+    assert res.status == "failed"
+    assert leaks_scaffolding("I imagined outcome x") and not leaks_scaffolding('"a" then "b"')
+    assert passes_synthesis_check('If I "move west" I waste a step, so "take coin".', "take coin")
 
 
 def test_critic_keeps_three_sentences(registries):
     from sand_builtins.critics import first_sentences
 
     assert first_sentences("A. B! C? D. E.") == "A. B! C?"
+
+
+def test_a_critique_cut_by_its_budget_ends_on_its_last_whole_sentence(registries):
+    """The fragment the token budget left goes nowhere near a training target; the cut is counted."""
+    from sand_builtins.critics import whole_sentences
+
+    assert whole_sentences("It wastes a step. I should not go west because the", cut_by_budget=True) == (
+        "It wastes a step.", True)
+    assert whole_sentences("It wastes a step. I should not go west because the", cut_by_budget=False) == (
+        "It wastes a step. I should not go west because the", False)
+    assert whole_sentences('It works. "Done."', cut_by_budget=True) == ('It works. "Done."', False)
+    assert whole_sentences("Only a fragment", cut_by_budget=True) == ("", True)
+    assert whole_sentences("A. B. C. D and", cut_by_budget=True) == ("A. B. C.", False)  # cut at 3 already
+
+    class Cut(ScriptedPolicy):
+        def generate(self, chats, sampling, role="agent"):
+            return [[Completion("It wastes a step. Going west leads to the", completion_tokens=sampling.max_new_tokens)]
+                    for _ in chats]
+
+    critic = registries.build("critic", "no_rollout_critic", {"max_new_tokens": 12})
+    traj = Trajectory("t", "e", "instr", "Task: find coin.", [Step("", "take coin", "You win.")])
+    [crit] = critic.critique([CritiqueRequest(traj, 0, Candidate("move west"), None)], Cut())
+    assert crit.text == "It wastes a step." and crit.truncated
 
 
 def test_fallback_fits_the_synthesizer_budget(registries):
@@ -92,6 +141,6 @@ def test_fallback_fits_the_synthesizer_budget(registries):
     assert words(short) <= 40
     assert all(f'"{a}"' in short for a in ("move west", "move east", "take coin"))
     assert concludes_with(short, "take coin") and is_deliberation(short)
-    s = registries.build("synthesizer", "deliberation", {"retries": 0, "max_new_tokens": 40})
+    s = registries.build("synthesizer", "deliberation", {"retries": 0, "max_new_tokens": 40, "on_failure": "template"})
     [res] = s.synthesize([req], Stubborn())
     assert res.status == "fallback" and Stubborn().count_tokens(res.thought) <= 40

@@ -198,3 +198,86 @@ def test_validate_refuses_contexts_that_disagree(override, says):
 
 def test_a_prompt_limit_that_leaves_the_training_context_passes():
     _resolve("policy.max_prompt_tokens=3584")  # 4096 - the 512 tokens the agent may write
+
+
+def test_tensor_parallel_size_splits_the_models_heads(tmp_path):
+    """Qwen2.5-7B (28 attention / 4 KV heads) with a LoRA agent on 8 GPUs: one engine, and vLLM refuses tp=8
+    (28 % 8); the plan takes 4 and says why. Heads come from the model's config.json first."""
+    from sand_builtins.policies.engine_plan import TensorParallelError, model_heads, splits_heads
+
+    assert model_heads("Qwen/Qwen2.5-7B-Instruct") == (28, 4)  # offline: the bundled recipes' models by name
+    local = tmp_path / "m"
+    local.mkdir()
+    (local / "config.json").write_text('{"num_attention_heads": 12, "num_key_value_heads": 3}')
+    assert model_heads(str(local)) == (12, 3) and model_heads(str(tmp_path / "nothing")) is None
+    assert splits_heads(4, (28, 4)) and not splits_heads(8, (28, 4)) and splits_heads(8, (32, 8))
+    assert splits_heads(16, (32, 8)) and not splits_heads(5, (12, 3)) and splits_heads(3, (12, 3))
+
+    plan = plan_engines(8, VLLMParams(), "adapter", heads=(28, 4))
+    assert plan.spec("base").tensor_parallel_size == 4 and plan.idle == (4, 5, 6, 7)
+    assert any("28 attention / 4 KV heads" in n for n in plan.notes)
+    assert plan_engines(8, VLLMParams(), "adapter", heads=(32, 8)).spec("base").tensor_parallel_size == 8
+    assert plan_engines(8, VLLMParams(), "adapter").spec("base").tensor_parallel_size == 8  # unknown: pow2
+    with pytest.raises(TensorParallelError, match="does not split the model's 28 attention / 4 KV heads"):
+        plan_engines(8, VLLMParams(tensor_parallel_size=8), "adapter", heads=(28, 4))
+
+
+def test_validate_refuses_a_fixed_tensor_parallel_size_the_heads_do_not_split():
+    """Issue 37 item 2: the fixed size is a fact of the model, so `sand validate` refuses it on any machine (this
+    CPU one, --for-another-machine too), naming the sizes that do split; auto (0) and a divisor validate."""
+    args = ["validate", "paper/alfworld", "trainer.lora=true", "model.base=Qwen/Qwen2.5-7B-Instruct",
+            "--for-another-machine"]
+    bad = CliRunner().invoke(main, args + ["policy.tensor_parallel_size=8"])
+    assert bad.exit_code == 2, bad.output
+    assert "policy.tensor_parallel_size=8 does not split the model's 28 attention / 4 KV heads" in bad.output
+    assert "one of 1, 2, 4" in bad.output
+    for ok in ("policy.tensor_parallel_size=4", "policy.tensor_parallel_size=0"):
+        good = CliRunner().invoke(main, args + [ok])
+        assert good.exit_code == 0, good.output
+    plan = CliRunner().invoke(main, ["plan", "paper/alfworld", "--gpus", "8", "trainer.lora=true",
+                                     "model.base=Qwen/Qwen2.5-7B-Instruct",
+                                     "policy.tensor_parallel_size=8"])
+    assert "problem: policy.tensor_parallel_size=8 does not split" in plan.output
+
+
+def test_the_host_ram_docs_state_is_what_sand_plan_computes():
+    """Issue 37 item 4: docs/gpu.md's load figures for Llama-3.1-8B on 8 ranks (SFT, and a full DPO with its
+    reference) are the ones `sand plan` prints, from one function."""
+    from pathlib import Path
+
+    from sand_builtins.policies.engine_plan import model_parameters
+    from sand_builtins.trainers.host_memory import load_host_ram
+    from sand_builtins.trainers.trl_dpo import DpoTrainer
+    from sand_builtins.trainers.trl_sft import TrlSftTrainer
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "gpu.md").read_text(encoding="utf-8")
+    p = model_parameters("meta-llama/Llama-3.1-8B-Instruct")
+    launch = {"launch": {"num_processes": 8, "config": "fsdp"}, "lora": False}
+    sft = load_host_ram(p, _built(TrlSftTrainer, launch))
+    dpo = load_host_ram(p, _built(DpoTrainer, launch), reference=DpoTrainer.loads_reference)
+    assert (sft.ranks, round(sft.per_rank_gb), round(sft.total_gb), round(dpo.total_gb)) == (8, 32, 256, 512)
+    assert "≈ 8 × 32 = 256 GB for 8 ranks at the SFT load" in doc
+    assert "≈ 8 × 32 GB = 256 GB (SFT) or ≈ 512 GB (DPO with its reference)" in doc
+    out = CliRunner().invoke(main, ["plan", "baselines/paper/alfworld-eto", "--gpus", "8",
+                                    "preference_trainer.launch.num_processes=8",
+                                    "preference_trainer.launch.config=fsdp"]).output
+    assert "host RAM at the load: ~512 GB = 8 rank(s) x 64 GB" in out, out
+
+
+def test_a_preference_trainers_plan_hints_name_its_own_slot():
+    """The DPO trainer fills ``preference_trainer``: a hint saying ``trainer.launch...`` would set a slot ETO's
+    recipe does not train with."""
+    import re
+
+    out = CliRunner().invoke(main, ["plan", "baselines/paper/alfworld-eto", "--gpus", "8"]).output
+    assert "use preference_trainer.launch.num_processes=8 preference_trainer.launch.config=" in out, out
+    bad = CliRunner().invoke(main, ["plan", "baselines/paper/alfworld-eto", "--gpus", "2",
+                                    "preference_trainer.launch.num_processes=4"]).output
+    assert "preference_trainer.launch.num_processes=4 but the node has 2 GPU(s)" in bad, bad
+    assert not re.search(r"(?<!preference_)trainer\.(launch|dtype)", out.split("train (")[-1]), out
+
+
+def _built(cls, values):
+    from sand_framework.config.typecheck import build  # the validator's builder: nested launch params too
+
+    return build(cls.Params, values)

@@ -1,9 +1,13 @@
-"""Crash-safety: a real run SIGKILLed in every stage (at random moments within it), resumed each time, ends identical to an uninterrupted one.
+"""Crash-safety: a real run SIGKILLed in every stage (right after a unit the seed picks), resumed each time, ends identical to an uninterrupted one.
 
 "Identical" is checked on the artifacts that matter — the expert data, every
 synthesized trajectory and deliberation record, every evaluated task — and
 "nothing recomputed" on the append-only unit logs: a unit is written once
 when it finishes, so a unit redone after a crash would appear twice.
+
+The kills aim by what the run writes, never by time: a test plugin (``tests/data/pause_plugin``) holds the run in
+the ``sand_unit_saved`` hook at the chosen unit, and the kill comes while it is held, so every stage takes one on
+a machine of any speed. ``SAND_FAULT_SEED`` picks which unit.
 """
 
 from __future__ import annotations
@@ -54,58 +58,31 @@ def payloads(run: Path) -> dict[str, dict[str, object]]:
     return out
 
 
-ORDER = ["before expert", "expert", "train/iter0", "synth/iter1", "train/iter1", "eval", "report"]
-TARGETS = ["before expert", "expert", "train/iter0", "train/iter0", "synth/iter1", "synth/iter1", "train/iter1",
-           "eval", "eval"]
-"""Where the kills aim: every stage, twice in the long ones (a random delay after reaching a stage, or, in the
-short stages of ``UNIT_LOGS``, right after their next unit)."""
+PAUSE_PLUGIN = Path(__file__).resolve().parent / "data" / "pause_plugin"
+"""The observer that holds the run where a kill aims (``SAND_PAUSE_AT``), whatever the machine's speed."""
+
+STAGES = ["start", "expert", "train/iter0", "synth/iter1", "train/iter1", "eval"]
 
 
-UNIT_LOGS = {"expert": "expert/trajectories.units.jsonl", "synth/iter1": "iter1/synthesis.units.jsonl"}
-"""Stages that can finish within a random delay on a fast machine: kills there aim at the next unit written."""
+def targets(rng: random.Random) -> list[tuple[str, int]]:
+    """Where the kills aim, in run order: before anything is computed, then every stage, twice in the long ones.
+    A pair is (stage, N): the N-th unit that stage saves in the attempt (a training stage's units are its
+    checkpoints, one per step here); the seed picks N for the first kill in the stages with units to spare."""
+    return [("start", 1), ("expert", rng.randint(1, 2)), ("train/iter0", 1), ("train/iter0", 1),
+            ("synth/iter1", rng.randint(1, 2)), ("synth/iter1", 1), ("train/iter1", 1),
+            ("eval", rng.randint(1, 2)), ("eval", 1)]
 
 
-def units_written(run: Path, stage: str) -> int:
-    log = run / UNIT_LOGS[stage]
-    return len(log.read_text().splitlines()) if log.exists() else 0
-
-
-def wait_for_next_unit(proc: subprocess.Popen, run: Path, stage: str, timeout: float = 900) -> bool:
-    """Poll until ``stage`` writes one more unit than now, while it is still in progress; False if it ended first."""
-    start, deadline = units_written(run, stage), time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None or current_stage(run) != stage:
-            return False
-        if units_written(run, stage) > start:
-            return True
-        time.sleep(0.005)
-    raise AssertionError(f"{stage} wrote no unit in {timeout}s")
-
-
-def current_stage(run: Path) -> str:
-    """The stage in progress, from state.json (what a resume would start with)."""
-    if not (run / "state.json").exists():
-        return "before expert" if not (run / "expert").exists() else "expert"
-    try:
-        done = json.loads((run / "state.json").read_text())["done"]
-    except (OSError, json.JSONDecodeError):
-        return "expert"
-    for stage in ORDER[1:-1]:
-        if stage not in done:
-            return stage
-    return "report"
-
-
-def wait_for_stage(proc: subprocess.Popen, run: Path, target: str, timeout: float = 900) -> bool:
-    """Poll until the run reaches ``target`` (or a later stage); False if the process ended first."""
+def held_at(proc: subprocess.Popen, marker: Path, timeout: float = 900) -> str | None:
+    """The ``STAGE UNIT`` the run is held at, once the pause plugin holds it; None if the run ended first."""
     deadline = time.time() + timeout
     while time.time() < deadline:
+        if marker.exists() and marker.read_text():
+            return marker.read_text()
         if proc.poll() is not None:
-            return False
-        if ORDER.index(current_stage(run)) >= ORDER.index(target):
-            return True
-        time.sleep(0.05)
-    raise AssertionError(f"run did not reach {target} in {timeout}s")
+            return None
+        time.sleep(0.01)
+    raise AssertionError(f"the run was not held in {timeout}s")
 
 
 def test_sigkills_in_every_stage_then_resume_match_an_uninterrupted_run(tmp_path):
@@ -115,38 +92,29 @@ def test_sigkills_in_every_stage_then_resume_match_an_uninterrupted_run(tmp_path
     run = tmp_path / "killed"
     rng = random.Random(int(os.environ.get("SAND_FAULT_SEED", "1234")))
     kills: list[str] = []
-    cmd = [*SAND, "run", *ARGS, "--run-dir", str(run)]
-    targets = list(TARGETS)
-    while True:
-        log = open(tmp_path / f"attempt{len(kills)}.log", "w+")  # a file: a full pipe would stall the run
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
-        killed = False
-        while targets:
-            target = targets.pop(0)
-            if ORDER.index(target) < ORDER.index(current_stage(run)):
-                continue  # that stage finished already
-            if wait_for_stage(proc, run, target):
-                if target in UNIT_LOGS:  # mid-stage: right after one of its units, before the stage ends
-                    wait_for_next_unit(proc, run, target)
-                else:
-                    time.sleep(rng.uniform(0.05, 1.5))
-                if proc.poll() is None:
-                    kills.append(current_stage(run))
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    killed = True
-            break
-        if not killed:  # no target left (or the run outran it): this attempt runs to the end
+    cmd = [*SAND, "run", *ARGS, "--run-dir", str(run), "--plugins-dir", str(PAUSE_PLUGIN)]
+    marker = tmp_path / "held"
+    for attempt, (stage, nth) in enumerate([*targets(rng), (None, 0)]):
+        marker.unlink(missing_ok=True)
+        env = {**os.environ, "SAND_PAUSE_FILE": str(marker)}
+        if stage is not None:
+            env["SAND_PAUSE_AT"] = stage if stage == "start" else f"{stage}#{nth}"
+        log = open(tmp_path / f"attempt{attempt}.log", "w+")  # a file: a full pipe would stall the run
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
+        where = held_at(proc, marker) if stage is not None else None
+        if where is None:  # the last attempt (or a target past its stage's last unit): the run goes to its end
             log.seek(0)
             assert proc.wait(timeout=1800) == 0, log.read()[-2000:]
             break
+        assert where.split()[0] == stage, f"held at {where!r}, aimed at {stage}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills.append(stage)
         # Killed before the run directory held its recipe: nothing to resume yet, start again.
-        cmd = [*SAND, "run", "--resume", str(run)] if (run / "recipe.yaml").exists() else \
-            [*SAND, "run", *ARGS, "--run-dir", str(run)]
-        time.sleep(0.2)
+        cmd = [*SAND, "run", "--resume", str(run)] if (run / "recipe.yaml").exists() else cmd
 
     print(f"\nfault injection: {len(kills)} SIGKILLs, in stages {kills}")
-    assert len(set(kills)) >= 4, f"kills should land in most stages, got {kills}"
+    assert set(kills) == set(STAGES), f"every stage should take a kill, got {kills}"
     assert (run / "metrics.json").exists()
     for name, ids in unit_ids(run).items():
         assert "<torn>" not in ids or ids.count("<torn>") <= len(kills), name

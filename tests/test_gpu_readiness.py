@@ -32,6 +32,8 @@ class FakeCuda:
         self.allocated = [0] * devices
         self.reserved = [0] * devices
         self.calls: list[str] = []
+        self.touched: set[int] = set()
+        """Devices asked anything that creates a CUDA context there."""
 
     def alloc(self, i: int, n: int) -> None:
         self.allocated[i] += n
@@ -45,6 +47,7 @@ class FakeCuda:
         return len(self.allocated)
 
     def device(self, i: int):
+        self.touched.add(i)
         return nullcontext()
 
     def synchronize(self) -> None:
@@ -58,6 +61,7 @@ class FakeCuda:
         self.calls.append("ipc_collect")
 
     def mem_get_info(self, i: int) -> tuple[int, int]:
+        self.touched.add(i)
         return self.total - self.reserved[i], self.total
 
     def memory_allocated(self, i: int) -> int:
@@ -84,6 +88,17 @@ def test_hand_back_empties_the_caching_allocator_and_reports(cuda, caplog):
     assert report.released == 58 * GB and report.still_reserved == 2 * GB
     assert "cuda:0 2.0 GiB reserved" in report.summary()
     assert any("still reserves 2.0 GiB" in r.message for r in caplog.records)  # a leak is named
+
+
+def test_hand_back_touches_only_the_devices_the_process_uses(monkeypatch):
+    """Issue 37 item 6: probing or emptying a GPU the run's process never used creates a CUDA context there
+    (~0.5 GB each, kept until the process ends): after training on GPU 0 of 8, only GPU 0 is visited."""
+    fake = FakeCuda(devices=8)
+    monkeypatch.setattr(accelerator, "_cuda", lambda: fake)
+    fake.alloc(0, 10 * GB)
+    fake.free_tensors(0, 10 * GB)
+    report = accelerator.hand_back()
+    assert fake.touched == {0} and [d.index for d in report.after] == [0] and report.released == 10 * GB
 
 
 def test_hand_back_without_cuda_is_a_no_op(monkeypatch):
@@ -115,6 +130,9 @@ class EngineLikePolicy:
         self.starts += 1
 
     def release(self) -> None:
+        pass
+
+    def expect_agent_weights(self, kind) -> None:  # Policy's default: a registered policy inherits it
         pass
 
 

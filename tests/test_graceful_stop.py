@@ -1,7 +1,7 @@
 """Graceful stops and edited recipes on a real `sand run` (smoke recipe, tiny model, real TRL, real workers).
 
-SIGTERM (what a scheduler, `timeout` or Ctrl-C's sibling sends first) as soon as the training stage starts, then
-as soon as the synthesis stage logs its first unit: each time the run exits 143 with one line (console and
+SIGTERM (what a scheduler, `timeout` or Ctrl-C's sibling sends first) at the training stage's first checkpoint,
+then right after the synthesis stage logs its first unit (a test plugin holds the run there): each time the run exits 143 with one line (console and
 run.log) naming the signal, the stage and the resume command, its lock is free, no process it started is left
 (environment workers of the process_pool executor, the JVMs of TextWorld-Express), and the last resume finishes
 with every unit written once. Then the finished run's recipe is edited: the resume is refused naming the stage,
@@ -25,8 +25,11 @@ import pytest
 import yaml
 
 SAND = [sys.executable, "-m", "sand_framework.cli.main"]
+PAUSE_PLUGIN = Path(__file__).resolve().parent / "data" / "pause_plugin"
+"""Holds the run at a chosen unit (``SAND_PAUSE_AT``) until the stop comes, so the signal lands in the stage it
+aims at on a machine of any speed (a stage that outran a delay used to take it in the next one)."""
 ARGS = ["smoke", "method=rft", "executor=process_pool", "data.limit=2", "run.synthesis_batch=1", "eval.limit=1",
-        "eval.splits=[unseen]"]
+        "eval.splits=[unseen]", "trainer.save_steps=1", "--plugins-dir", str(PAUSE_PLUGIN)]
 """RFT explores in the executor's environment workers even with a random model (SAND's synthesis rolls out only
 where valid samples disagree), so the synthesis stage has worker processes to shut down. One trajectory per batch:
 when the first unit is logged the second is still being explored, so the stop lands inside the synthesis stage
@@ -44,15 +47,17 @@ def started(stage: str):
     return lambda run: stage in state(run).get("fingerprints", {})
 
 
-def unit_logged(rel: str):
-    return lambda run: (run / rel).is_file() and (run / rel).read_text().endswith("\n")
+def held(marker: Path):
+    """``ready`` for :func:`stop_when`: the pause plugin holds the run (it wrote ``marker``)."""
+    return lambda run: marker.is_file() and bool(marker.read_text())
 
 
-def stop_when(cmd: list[str], run: Path, ready, log: Path, signum=signal.SIGTERM, timeout: float = 300):
-    """Start ``cmd``, wait for ``ready(run)``, note its descendant processes and send ``signum``; returns
-    (exit code, stderr, the descendants)."""
+def stop_when(cmd: list[str], run: Path, ready, log: Path, signum=signal.SIGTERM, timeout: float = 300,
+              env: dict[str, str] | None = None):
+    """Start ``cmd`` (with ``env``), wait for ``ready(run)``, note its descendant processes and send ``signum``;
+    returns (exit code, stderr, the descendants)."""
     with open(log, "w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
         deadline = time.time() + timeout
         while not ready(run):
             assert proc.poll() is None and time.time() < deadline, f"never ready:\n{log.read_text()[-3000:]}"
@@ -110,9 +115,13 @@ def assert_unlocked(run: Path) -> None:
 def stopped(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stop")
     run = tmp / "run"
-    stops = [stop_when([*SAND, "run", *ARGS, "--run-dir", str(run)], run, started("train/iter0"), tmp / "a.log")]
-    stops.append(stop_when([*SAND, "run", "--resume", str(run)], run,
-                           unit_logged("iter1/synthesis.units.jsonl"), tmp / "b.log"))
+    marker = tmp / "held"
+    at = lambda stage: {**os.environ, "SAND_PAUSE_AT": stage, "SAND_PAUSE_FILE": str(marker)}  # noqa: E731
+    stops = [stop_when([*SAND, "run", *ARGS, "--run-dir", str(run)], run, held(marker), tmp / "a.log",
+                       env=at("train/iter0#1"))]  # at its first checkpoint: the stop waits for the step's end
+    marker.unlink()
+    stops.append(stop_when([*SAND, "run", "--resume", str(run)], run, held(marker), tmp / "b.log",
+                           env=at("synth/iter1#1")))  # right after its first unit
     units_at_stop = (run / "iter1/synthesis.units.jsonl").read_text()
     final = subprocess.run([*SAND, "run", "--resume", str(run)], capture_output=True, text=True, timeout=600)
     return run, stops, units_at_stop, final

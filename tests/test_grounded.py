@@ -20,7 +20,7 @@ from sand_framework.components import CritiqueRequest, RolloutRequest, Synthesis
 from sand_framework.deliberation import concludes_with, is_deliberation, quoted_actions  # noqa: E402
 from sand_framework.engine.expert import expert_trajectory  # noqa: E402
 from sand_framework.engine.synthesis import Components, synthesize_batch  # noqa: E402
-from sand_framework.types import Candidate, Rollout, Step  # noqa: E402
+from sand_framework.types import Candidate, Rollout, Step, Trajectory  # noqa: E402
 
 INVALID = "dance wildly"
 
@@ -146,6 +146,23 @@ def test_synthesized_thought_weighs_all_and_leads_to_the_expert(registries, env,
     assert "I am in the" in res.thought  # what walking away shows, paraphrased
     assert policy.count_tokens(res.thought) <= synth.params.max_tokens
     assert synth.synthesize([req], policy, seed=1) == [res]  # deterministic, seed-independent
+
+
+def test_keep_opens_the_deliberation_with_the_experts_own_thought(registries, env, executor, policy, coin_traj):
+    """``expert_thought: keep``: the expert's rationale stays, word for word, and the weighing follows it."""
+    expert = coin_traj.steps[1].action
+    cands, ros = _rollouts(env, executor, policy, coin_traj, 1, [_other_move(env, coin_traj, 1), expert])
+    crits = registries.build("critic", "grounded_critic").critique(
+        [CritiqueRequest(coin_traj, 1, c, r) for c, r in zip(cands, ros)], policy)
+    traj = Trajectory.from_dict(coin_traj.to_dict())
+    traj.steps[1].thought = 'The coin is "probably" east of here, so I head that way.'
+    req = SynthesisRequest(traj, 1, cands, crits)
+    [replaced] = registries.build("synthesizer", "grounded_synthesizer", {"max_tokens": 240}).synthesize([req], policy)
+    [kept] = registries.build("synthesizer", "grounded_synthesizer",
+                              {"max_tokens": 240, "expert_thought": "keep"}).synthesize([req], policy)
+    assert kept.status == "ok" and kept.thought.startswith("The coin is 'probably' east of here, so I head that way. ")
+    assert "east of here" not in replaced.thought and kept.thought.endswith(f'So I will "{expert}".')
+    assert policy.count_tokens(kept.thought) <= 240
 
 
 def test_token_budget_keeps_every_candidate_named(registries, env, executor, policy, coin_traj):

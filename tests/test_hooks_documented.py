@@ -62,7 +62,7 @@ def test_deprecated_arguments_are_warned_about_by_pluggy():
     for name in hookspecs.LIFECYCLE_HOOKS:
         opts = getattr(hookspecs, name).sand_spec
         assert set(opts["warn_on_impl_args"]) == set(hookspecs.DEPRECATED_ARGS), name
-    assert "sand_run_end" in hookspecs.LIFECYCLE_HOOKS and len(hookspecs.LIFECYCLE_HOOKS) == 5
+    assert "sand_run_end" in hookspecs.LIFECYCLE_HOOKS and len(hookspecs.LIFECYCLE_HOOKS) == 6
 
 
 def test_no_stale_sections():

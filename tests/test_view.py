@@ -24,7 +24,9 @@ from sand_framework.store import RunLayout as L, UnitLog
 from sand_framework.view import build_site
 
 DELIBERATE = ["plugins.modules=[sand_framework.testing.detectors]", "sampler=expert_mix", "sampler.n=4",
-              "--allow-recipe-plugins"]
+              "synthesizer.on_failure=template", "--allow-recipe-plugins"]
+"""The tiny model's syntheses never pass the check: the template opt-in gives the viewer deliberated steps to show
+(the paper's rule, failed steps kept apart, is held by test_a_failed_synthesis_is_shown_and_not_counted)."""
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
@@ -39,6 +41,22 @@ def run(tmp_path_factory) -> Path:
 def site(run, tmp_path_factory):
     out = tmp_path_factory.mktemp("view-site") / "site"
     return build_site(run, out)
+
+
+def test_a_failed_synthesis_is_shown_and_not_counted():
+    """A step whose synthesis failed is in the unit's ``failed`` list: the viewer shows it (marked failed, the
+    expert's thought kept) and counts it as failed, not as deliberated."""
+    from sand_framework.view.build import synthesis_unit
+
+    step = {"thought": "The coin is east.", "action": "move east", "observation": "You win."}
+    record = {"step_index": 0, "candidates": [{"action": "move east", "count": 1}, {"action": "move west", "count": 1}],
+              "rollouts": [], "critiques": [], "synthesis": {"thought": "", "status": "failed", "attempts": 2},
+              "expert_thought": "The coin is east."}
+    unit = {"trajectory": {"task_id": "t", "steps": [step], "success": True, "reward": 1.0}, "records": [],
+            "failed": [record], "stats": {"steps": 1, "deliberated": 0, "synthesis_failed": 1}}
+    chunk, row = synthesis_unit("t", unit, None, 2)
+    assert chunk["records"]["0"]["failed"] is True and "failed" not in chunk["extra"]
+    assert row[2:4] == [0, 1]  # deliberated 0, failed or fallback 1
 
 
 @pytest.fixture(scope="module")

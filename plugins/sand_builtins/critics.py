@@ -67,9 +67,21 @@ def _outcome(rollout: Rollout) -> str:
 
 def first_sentences(text: str, k: int = 3) -> str:
     """Keep at most ``k`` sentences: the critique's length limit is part of its contract."""
-    text = " ".join(text.split())
-    parts = re.split(r"(?<=[.!?])\s+", text)
-    return " ".join(parts[:k]).strip()
+    return whole_sentences(text, k, cut_by_budget=False)[0]
+
+
+_ENDS_A_SENTENCE = re.compile(r"[.!?][\"')\]]*$")
+
+
+def whole_sentences(text: str, k: int = 3, cut_by_budget: bool = False) -> tuple[str, bool]:
+    """At most ``k`` sentences, and, when the token budget ended the text (``cut_by_budget``), without the
+    unfinished sentence it was cut in: a fragment ("I should not go west because the") would go verbatim into
+    training targets. Returns the text and whether a fragment was dropped."""
+    parts = [p for p in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if p]
+    kept = parts[:k]
+    if cut_by_budget and len(parts) <= k and kept and not _ENDS_A_SENTENCE.search(kept[-1]):
+        return " ".join(kept[:-1]).strip(), True
+    return " ".join(kept).strip(), False
 
 
 class RolloutCritic(Critic["RolloutCritic.Params"]):
@@ -84,7 +96,8 @@ class RolloutCritic(Critic["RolloutCritic.Params"]):
         temperature: Annotated[float, Ge(0.0)] = 0.0
         """Sampling temperature of the base model's critiques (0 = greedy)."""
         max_new_tokens: Annotated[int, Ge(1)] = 96
-        """Token budget of each critique (it is cut to its first three sentences after)."""
+        """Token budget of each critique (it is cut to its first three sentences after, and a sentence the budget
+        ended is dropped; the synthesis statistics count those, ``critiques_truncated``)."""
         history_steps: Annotated[int, Ge(0)] = 4
         """Expert steps before t shown to the critic."""
         rollout_steps: Annotated[int, Interval(ge=0, le=1000)] = 6
@@ -105,9 +118,14 @@ class RolloutCritic(Critic["RolloutCritic.Params"]):
         chats = [[{"role": "user", "content": self.prompt(r)}] for r in requests]
         sp = SamplingParams(temperature=self.params.temperature, max_new_tokens=self.params.max_new_tokens, seed=seed)
         outputs = policy.generate(chats, sp, role="base")
-        return [Critique(candidate=r.candidate.action, text=first_sentences(out[0].text),
-                         rollout_reward=r.rollout.reward if r.rollout else None)
-                for r, out in zip(requests, outputs)]
+        critiques = []
+        for r, out in zip(requests, outputs):
+            # A backend that does not count tokens (0) is taken to have hit the budget: a fragment is dropped.
+            cut = out[0].completion_tokens == 0 or out[0].completion_tokens >= self.params.max_new_tokens
+            text, truncated = whole_sentences(out[0].text, 3, cut_by_budget=cut)
+            critiques.append(Critique(candidate=r.candidate.action, text=text, truncated=truncated,
+                                      rollout_reward=r.rollout.reward if r.rollout else None))
+        return critiques
 
 
 class NoRolloutCritic(RolloutCritic):

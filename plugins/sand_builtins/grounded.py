@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy, SynthesisRequest, Synthesizer
 from sand_framework.components.text_environment import EPISODE_OVER
-from sand_framework.deliberation import concludes_with, is_deliberation
+from sand_framework.deliberation import passes_synthesis_check
 from sand_framework.types import Critique, Rollout, SynthesisResult
 
 INVALID_MARKERS = (
@@ -217,6 +217,10 @@ class GroundedSynthesizer(Synthesizer["GroundedSynthesizer.Params"]):
         max_tokens: Annotated[int, Ge(16)] = 80
         """Longest thought, in the policy's tokens, at least 16 (the agent's generation budgets are checked
         against it)."""
+        expert_thought: Literal["replace", "keep"] = "replace"
+        """``replace``: the deliberation takes the place of the expert's thought (SAND's rule); ``keep``: the
+        expert's own thought opens the deliberation (its rationale, "the sheet belongs in the drawers", kept),
+        to measure what replacing it costs. The kept thought is never cut: the weighing is shortened first."""
 
     @classmethod
     def thought_token_budget(cls, params):
@@ -236,7 +240,16 @@ class GroundedSynthesizer(Synthesizer["GroundedSynthesizer.Params"]):
         return sentences
 
     def compose(self, req: SynthesisRequest, fits) -> str:
-        """The thought for one request at the most detail that ``fits``."""
+        """The thought for one request at the most detail that ``fits`` (after the expert's own thought, with
+        ``expert_thought: keep``)."""
+        step = req.trajectory.steps[req.step_index]
+        kept = " ".join(step.thought.replace('"', "'").split()) if self.params.expert_thought == "keep" else ""
+        if kept:
+            return f"{kept} {self._weigh(req, lambda t: fits(f'{kept} {t}'))}"
+        return self._weigh(req, fits)
+
+    def _weigh(self, req: SynthesisRequest, fits) -> str:
+        """The weighing of every candidate, ending on the expert's action, at the most detail that ``fits``."""
         expert = req.trajectory.steps[req.step_index].action
         by_action = {c.candidate: c for c in req.critiques}
         others = [c.action for c in req.candidates if c.action != expert]
@@ -275,9 +288,9 @@ class GroundedSynthesizer(Synthesizer["GroundedSynthesizer.Params"]):
             thought = self.compose(req, fits)
             expert = req.trajectory.steps[req.step_index].action
             # Only a degenerate request (one candidate, an action with double quotes in it) fails the
-            # check; it is reported as "fallback" so that reports count it like any unchecked thought.
-            ok = is_deliberation(thought) and concludes_with(thought, expert)
-            results.append(SynthesisResult(thought, "ok" if ok else "fallback", 1))
+            # check; it is dropped like a failed model synthesis (the step keeps the expert's thought).
+            ok = passes_synthesis_check(thought, expert)
+            results.append(SynthesisResult(thought, "ok") if ok else SynthesisResult("", "failed", 1))
         return results
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Callable
+from typing import Annotated, Callable, Literal
 
 from annotated_types import Ge
 
 from sand_framework import hookimpl
 from sand_framework.components import Policy, SynthesisRequest, Synthesizer
-from sand_framework.deliberation import concludes_with, is_deliberation
+from sand_framework.deliberation import passes_synthesis_check
 from sand_framework.types import SamplingParams, SynthesisResult
 
 SYNTHESIS_PROMPT = """You are an agent solving a task in a text environment.
@@ -35,7 +35,11 @@ def _first_sentence(text: str) -> str:
 
 
 def fallback_thought(req: SynthesisRequest, expert: str, fits: Callable[[str], bool] = lambda _: True) -> str:
-    """A deterministic deliberation built from the critiques, used when the model's attempts fail the checks.
+    """A deterministic deliberation built from the critiques: ``on_failure: template``, NOT the paper's method.
+
+    The paper drops a synthesis that fails; this stitches the critiques verbatim and appends the expert action, so
+    its training targets can call the chosen action bad and then choose it (measured in the CPU Table 1 v1: 28 of
+    91), which is why it is only a named opt-in.
 
     It must fit the synthesizer's token budget like a generated thought (the
     agent's generation budgets are validated against that budget): when too
@@ -67,10 +71,14 @@ def fallback_thought(req: SynthesisRequest, expert: str, fits: Callable[[str], b
 class DeliberationSynthesizer(Synthesizer["DeliberationSynthesizer.Params"]):
     """SAND's action deliberation synthesis with a check that the thought concludes with the expert action.
 
-    An attempt is accepted when it names at least two candidates in quotes and
-    the last one it names is the expert action; otherwise it is retried at a
-    higher temperature, then replaced by :func:`fallback_thought`. The result
-    records which happened, so reports can show the fallback rate.
+    An attempt is accepted when it names at least two candidates in quotes, the
+    last one it names is the expert action and it repeats none of the prompts'
+    scaffolding (:func:`~sand_framework.deliberation.passes_synthesis_check`);
+    otherwise it is retried at a higher temperature. A step no attempt passes is
+    ``failed``, as in the paper: it keeps the expert's thought and is not
+    deliberated. ``on_failure: template`` writes :func:`fallback_thought` instead
+    (not the paper's method). The result records which happened, so reports can
+    show the failure rate.
     """
 
     name = "deliberation"
@@ -85,13 +93,17 @@ class DeliberationSynthesizer(Synthesizer["DeliberationSynthesizer.Params"]):
         temperature: Annotated[float, Ge(0.0)] = 0.0
         """Sampling temperature of the first synthesis attempt (0 = greedy)."""
         retries: Annotated[int, Ge(0)] = 1
-        """Extra attempts (at ``retry_temperature``) before the fallback."""
+        """Extra attempts (at ``retry_temperature``) before the step counts as failed (``on_failure``)."""
         retry_temperature: Annotated[float, Ge(0.0)] = 0.7
         """Sampling temperature of the retries."""
         max_new_tokens: Annotated[int, Ge(1)] = 160
         """Longest synthesized thought in tokens (the agent's generation budgets are checked against it)."""
         situation_chars: Annotated[int, Ge(0)] = 600
         """Characters of the observation before the step (its end) shown in the synthesis prompt."""
+        on_failure: Literal["drop", "template"] = "drop"
+        """A step whose attempts all fail the check: ``drop`` (the paper's method: the step keeps the expert's
+        thought and is not deliberated; recorded as ``failed``) or ``template`` (NOT the paper's method: a thought
+        stitched from the critiques, :func:`fallback_thought`, recorded as ``fallback``)."""
 
     def prompt(self, req: SynthesisRequest) -> str:
         step = req.trajectory.steps[req.step_index]
@@ -116,12 +128,15 @@ class DeliberationSynthesizer(Synthesizer["DeliberationSynthesizer.Params"]):
             for i, (c, *_) in zip(pending, outs):
                 thought = " ".join(c.text.split())
                 expert = requests[i].trajectory.steps[requests[i].step_index].action
-                if is_deliberation(thought) and concludes_with(thought, expert):
+                if passes_synthesis_check(thought, expert):
                     results[i] = SynthesisResult(thought, "ok" if attempt == 0 else "retried", attempt + 1)
                 else:
                     still.append(i)
             pending = still
         for i in pending:
+            if self.params.on_failure == "drop":
+                results[i] = SynthesisResult("", "failed", 1 + self.params.retries)
+                continue
             expert = requests[i].trajectory.steps[requests[i].step_index].action
             fits = lambda text: policy.count_tokens(text) <= self.params.max_new_tokens  # noqa: E731
             results[i] = SynthesisResult(fallback_thought(requests[i], expert, fits), "fallback",

@@ -14,11 +14,12 @@ import click
 import yaml
 
 from sand_framework.cli.common import PLUGINS_DIR, echo_eval, friendly
+from sand_framework.cli.plugin_commands import PluginCommands
 from sand_framework import CONTRACT_VERSION as _contract, __version__ as _version
 from sand_framework.logs import DEFAULT_LEVEL, LEVEL_VAR, LEVELS, configure
 
 
-@click.group()
+@click.group(cls=PluginCommands)
 @click.version_option(_version, prog_name="sand-framework",
                       message=f"%(prog)s %(version)s (plugin contract {_contract})")
 @click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default=DEFAULT_LEVEL,

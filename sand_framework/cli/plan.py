@@ -26,7 +26,8 @@ from sand_framework.cli.common import PLUGINS_DIR, friendly
 @friendly
 def command(recipe, overrides, gpus, gpu_memory, plugin_dirs):
     """Print where RECIPE's engines and training processes go on a node of --gpus GPUs."""
-    from sand_framework.accelerator import Node, plan_lines
+    from sand_framework.accelerator import plan_lines
+    from sand_framework.config.preflight import recipe_node
     from sand_framework.app.runner import resolve
 
     r, _, registries = resolve(recipe, list(overrides), list(plugin_dirs))
@@ -34,10 +35,7 @@ def command(recipe, overrides, gpus, gpu_memory, plugin_dirs):
         here, memory = _this_machine()
         gpus = here if gpus is None else gpus
         gpu_memory = gpu_memory or memory or 80.0
-    trainer = r.slots.get("trainer")
-    kind = getattr(registries["trainer"].get(trainer[0]), "weights_kind", None) if trainer else None
-    node = Node(gpus=gpus, gpu_memory_gb=gpu_memory if gpus else None, base_model=r.model.base,
-                trained_weights=kind(trainer[1]) if callable(kind) else None)
+    node = recipe_node(r, registries, gpus, gpu_memory if gpus else None)
     where = f"{gpus} GPU(s) of {gpu_memory:g} GB" if gpus else "CPU only"
     click.echo(f"plan for {recipe} on {where} (model {r.model.base}, trainer writes "
                f"{node.trained_weights or 'unknown'} weights)")

@@ -100,6 +100,23 @@ class Component(Generic[P]):
         """``(param name, tokens)``: the longest thought this component puts into training data (None: none)."""
         return None
 
+    @classmethod
+    def context_token_budget(cls, params: Any) -> dict[str, tuple[str, int]]:
+        """Optional. ``{role: (param name, tokens)}`` for the roles ``train`` (the context the trainer trains on),
+        ``engine`` (the longest sequence an inference engine holds) and ``prompt`` (how far a policy cuts agent
+        prompts); 0 tokens means no limit. ``sand validate`` refuses a recipe whose roles disagree (one context
+        per recipe: :func:`sand_framework.config.budgets.check_context`). Default: none declared."""
+        return {}
+
+    @classmethod
+    def device_plan(cls, params: Any, node: Any) -> list[str]:
+        """Optional. ``sand plan``'s lines for this component on ``node``
+        (:class:`sand_framework.accelerator.Node`): where its work goes. Raise ``ValueError`` when ``node``
+        cannot hold it (a ``problem:`` line; ``sand validate`` reports it on a machine with GPUs), or
+        :class:`~sand_framework.accelerator.PlanImpossible` when no node can (``sand validate`` refuses the
+        recipe everywhere). Default: nothing to place."""
+        return []
+
     def spec(self) -> dict[str, Any]:
         """A picklable description from which an identical component can be rebuilt."""
         return {"kind": self.kind, "name": self.name, "params": dataclasses.asdict(self.params)}

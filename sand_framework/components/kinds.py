@@ -310,6 +310,13 @@ class Trainer(Component[P], abc.ABC):
 
     kind: ClassVar[str] = "trainer"
 
+    @classmethod
+    def weights_kind(cls, params: Any) -> str | None:
+        """Optional. What :meth:`train` writes with ``params``: ``adapter`` (LoRA) or ``full``; the policy lays its
+        engines out by it (:meth:`Policy.expect_agent_weights`) and ``sand plan`` shows it. Default: None
+        (unknown: the policy plans for an adapter)."""
+        return None
+
     @abc.abstractmethod
     def train(self, request: TrainRequest) -> str:
         """Required. Fine-tune; return the path of the saved weights (an adapter or a full model folder, HF format).
@@ -332,6 +339,13 @@ class PreferenceTrainer(Component[P], abc.ABC):
     """
 
     kind: ClassVar[str] = "preference_trainer"
+
+    @classmethod
+    def weights_kind(cls, params: Any) -> str | None:
+        """Optional. What :meth:`train` writes with ``params``: ``adapter`` (LoRA) or ``full``; the policy lays its
+        engines out by it (:meth:`Policy.expect_agent_weights`) and ``sand plan`` shows it. Default: None
+        (unknown: the policy plans for an adapter)."""
+        return None
 
     @abc.abstractmethod
     def train(self, request: TrainRequest) -> str:
@@ -361,6 +375,11 @@ class Evaluator(Component[P], abc.ABC):
     """
 
     kind: ClassVar[str] = "evaluator"
+
+    rollout_stats: dict[str, float] | None = None
+    """Optional. Cumulative costs of the evaluation episodes this component ran (``agent_turns``,
+    ``rollout_seconds``, ``prompt_tokens`` ...), which ``metrics.json``'s ``rollouts`` reports beside the
+    synthesis stages'. Default: None (not counted)."""
 
     @abc.abstractmethod
     def evaluate(self, task_ids: list[str], env: Environment, policy: Policy) -> list[TaskResult]:

@@ -81,7 +81,7 @@ class IterationData:
 class Method(Component[P], abc.ABC):
     """Builds one iteration's training data from the current agent (SAND's steps 2-4, or a baseline's).
 
-    Required: :meth:`build`, :meth:`assemble`. Provided: :meth:`summarize`.
+    Required: :meth:`build`, :meth:`assemble`. Provided: :meth:`inputs`, :meth:`summarize`.
 
     A unit is one input trajectory (an expert trajectory, or the trajectory of
     one training task): :meth:`build` returns one JSON-serializable ``dict``
@@ -116,6 +116,18 @@ class Method(Component[P], abc.ABC):
 
         A pure function of its arguments: it runs again on every resume.
         """
+
+    def inputs(self, trajectories: list[Trajectory], train_tasks: list[str],
+               gold: Callable[[str], Trajectory]) -> list[Trajectory]:
+        """Provided (override to build from more than the iteration's input): the trajectories the iteration
+        builds from, one unit each, in order; :meth:`build` and :meth:`assemble` receive these.
+
+        ``trajectories`` are the iteration's input (the expert data, or the previous iteration's
+        ``next_expert``); ``train_tasks`` the task ids of the recipe's training split (``data.split``) and
+        ``gold(task_id)`` the environment expert's trajectory of one, for a method that explores more tasks than
+        the agent was trained on (ETO and IPR explore every training task). Called again on every resume, so it
+        must be deterministic. Default: ``trajectories`` unchanged."""
+        return list(trajectories)
 
     def summarize(self, units: list[dict[str, Any]]) -> dict[str, Any]:
         """Provided: :func:`unit_totals` of the units."""

@@ -55,6 +55,11 @@ class Policy(Component[P], abc.ABC):
         completion token counts (0 where the backend cannot count).
         """
 
+    def expect_agent_weights(self, kind: str | None) -> None:
+        """Optional. Told before :meth:`setup` what the run's trainer writes (``adapter``, ``full``, or None when
+        unknown: :meth:`Trainer.weights_kind`), for a backend whose engine layout depends on it (vLLM serves an
+        adapter per request but starts a second engine for a full model). Default: ignored."""
+
     def release(self) -> None:
         """Provided (calls ``close()``): free the model's memory before a training stage.
 

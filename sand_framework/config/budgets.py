@@ -50,14 +50,12 @@ def check_budgets(slots: dict[str, tuple[str, Any]], registries: Registries, ite
 
 
 def context_budgets(slots: dict[str, tuple[str, Any]], registries: Registries) -> dict[str, list[tuple[str, str, int]]]:
-    """Per role (``train``, ``engine``, ``prompt``), the ``(slot, param, tokens)`` the components declare through a
-    ``context_token_budget(params)`` classmethod returning ``{role: (param, tokens)}`` (0 tokens = no limit)."""
+    """Per role (``train``, ``engine``, ``prompt``), the ``(slot, param, tokens)`` the components declare through
+    :meth:`~sand_framework.components.Component.context_token_budget`, returning ``{role: (param, tokens)}``
+    (0 tokens = no limit)."""
     out: dict[str, list[tuple[str, str, int]]] = {"train": [], "engine": [], "prompt": []}
     for kind, (name, params) in slots.items():
-        declared = getattr(registries[kind].get(name), "context_token_budget", None)
-        if not callable(declared):
-            continue
-        for role, (param, tokens) in (declared(params) or {}).items():
+        for role, (param, tokens) in (registries[kind].get(name).context_token_budget(params) or {}).items():
             if role in out and tokens and int(tokens) > 0:
                 out[role].append((kind, param, int(tokens)))
     return out

@@ -20,10 +20,14 @@ import importlib.util
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sand_framework.config.schema import Recipe
 from sand_framework.errors import MachineNotReady, RecipeError, SandError, install_hint
 from sand_framework.registry import Registries
+
+if TYPE_CHECKING:
+    from sand_framework.accelerator import Node
 
 
 def missing_packages(recipe: Recipe, registries: Registries) -> list[str]:
@@ -101,8 +105,27 @@ def check(recipe: Recipe, registries: Registries) -> Findings:
         except SandError as exc:
             found.machine.append(f"model.base: {exc}")
     found.machine += missing_packages(recipe, registries)
+    found.recipe += plan_problems(recipe, registries)
     found.machine += gpu_problems(recipe, registries)
     return found
+
+
+def recipe_node(recipe: Recipe, registries: Registries, gpus: int, memory: float | None) -> "Node":
+    """The :class:`~sand_framework.accelerator.Node` of ``gpus`` GPUs of ``memory`` GB that ``recipe`` is planned
+    for: its base model and what its trainer writes."""
+    from sand_framework.accelerator import Node
+
+    trainer = recipe.slots.get("trainer")
+    return Node(gpus=gpus, gpu_memory_gb=memory, base_model=recipe.model.base,
+                trained_weights=registries["trainer"].get(trainer[0]).weights_kind(trainer[1]) if trainer else None)
+
+
+def plan_problems(recipe: Recipe, registries: Registries) -> list[str]:
+    """What no node can place (:class:`~sand_framework.accelerator.PlanImpossible`: a fixed tensor-parallel size
+    that does not split the model's heads ...), checked on every machine, GPUs or not."""
+    from sand_framework.accelerator import impossible_plans
+
+    return impossible_plans(recipe.slots, registries, recipe_node(recipe, registries, 0, None))
 
 
 def gpu_problems(recipe: Recipe, registries: Registries) -> list[str]:
@@ -111,7 +134,7 @@ def gpu_problems(recipe: Recipe, registries: Registries) -> list[str]:
     every plan places its work on the CPU."""
     if shutil.which("nvidia-smi") is None and not Path("/proc/driver/nvidia").exists():
         return []
-    from sand_framework.accelerator import Node, plan_lines
+    from sand_framework.accelerator import plan_lines
 
     try:
         import torch
@@ -122,10 +145,7 @@ def gpu_problems(recipe: Recipe, registries: Registries) -> list[str]:
         return []
     if not gpus:
         return []
-    trainer = recipe.slots.get("trainer")
-    kind = getattr(registries["trainer"].get(trainer[0]), "weights_kind", None) if trainer else None
-    node = Node(gpus=gpus, gpu_memory_gb=memory, base_model=recipe.model.base,
-                trained_weights=kind(trainer[1]) if callable(kind) else None)
+    node = recipe_node(recipe, registries, gpus, memory)
     return [f"{title}: this machine's {gpus} GPU(s) cannot hold the plan: {line.removeprefix('problem: ')} "
             f"(`sand plan RECIPE --gpus N` shows a node's plan)"
             for title, lines in plan_lines(recipe.slots, registries, node) for line in lines

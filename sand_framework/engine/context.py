@@ -81,9 +81,8 @@ class RunContext:
             if self._hand_back_due:  # a training stage ran in this process: its cached device memory goes first
                 hand_back("before the policy starts")
                 self._hand_back_due = False
-            expect = getattr(policy, "expect_agent_weights", None)
-            if callable(expect):  # what the trainer will produce decides the engines' layout (LoRA or full)
-                expect(self.trained_weights_kind())
+            # what the trainer will produce decides the engines' layout (LoRA or full)
+            policy.expect_agent_weights(self.trained_weights_kind())
             policy.setup(self.base_model())
             self._policy_ready = True
         return policy
@@ -94,10 +93,10 @@ class RunContext:
         if slot is None:
             return None
         try:
-            kind = getattr(self.registries["trainer"].get(slot[0]), "weights_kind", None)
+            trainer = self.registries["trainer"].get(slot[0])
         except KeyError:
             return None
-        return kind(slot[1]) if callable(kind) else None
+        return trainer.weights_kind(slot[1])
 
     def release_policy(self) -> None:
         """Free the policy's model memory (before training); the next :meth:`policy` call sets it up again."""

@@ -17,6 +17,7 @@ from typing import Any
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
 from sand_framework.metrics import task_results_from_units
 from sand_framework.store import UnitLog
+from sand_framework.unit_saved import unit_saved
 
 
 def eval_unit(result: TaskResult) -> dict[str, Any]:
@@ -42,6 +43,7 @@ def evaluate_tasks(task_ids: list[str], log: UnitLog, evaluator: Evaluator, env:
             for i in range(0, len(todo), max(1, batch_size)):
                 for res in evaluator.evaluate(todo[i:i + batch_size], env, agent):
                     log.append(res.trajectory.task_id, eval_unit(res))
+                    unit_saved(res.trajectory.task_id)
                     if prog is not None:
                         prog.advance(bar)
     return task_results_from_units(log.values(task_ids))

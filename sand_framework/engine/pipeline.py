@@ -41,6 +41,7 @@ from sand_framework.formats import read_messages, read_sharegpt, write_messages,
 from sand_framework.pairs import write_preference_pairs
 from sand_framework.metrics import rollout_rates, synthesis_rates
 from sand_framework.types import DeliberationRecord, Trajectory
+from sand_framework.unit_saved import listening, unit_saved
 
 T = TypeVar("T")
 
@@ -48,6 +49,15 @@ T = TypeVar("T")
 def unit_seed(*parts: object) -> int:
     """A seed derived from the run seed and a unit's identity, stable across resumes and batchings."""
     return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def training_seed(run_seed: int, iteration: int) -> int:
+    """The seed of training stage ``train/iterK``: the run's seed for behavior initialization (``K = 0``, so the
+    SFT start every arm of a seed adopts is the one trained so far), and one derived from the run's seed and the
+    stage for every later iteration. ``run.seed + K`` made iteration 1 of seed ``s`` train with seed ``s + 1``,
+    the SFT start's seed of the next seed: a step-matched control retrained on the same data replayed that start
+    game for game, and its comparisons across seeds were not independent."""
+    return run_seed if iteration == 0 else unit_seed(run_seed, "train", iteration) % (2 ** 31)
 
 
 def chunks(items: list[T], size: int) -> Iterator[list[T]]:
@@ -91,6 +101,9 @@ class Pipeline:
     def _notify(self, hook_name: str, **kwargs: Any) -> None:
         self.ctx.notify(hook_name, self.iteration, **kwargs)
 
+    def _unit_saved(self, unit: str) -> None:
+        self._notify("sand_unit_saved", stage=self.stage, unit=unit)
+
     @property
     def env(self):
         return self.ctx.component("environment")
@@ -120,6 +133,7 @@ class Pipeline:
                 if not trajs:
                     raise EmptyStageError(self._no_expert_data(0))
                 log.append("expert", [t.to_dict() for t in trajs])
+                unit_saved("expert")
             trajs = [Trajectory.from_dict(d) for d in log.get("expert")]
         else:
             task_ids = self.env.tasks(data.split)[: data.limit]
@@ -129,6 +143,7 @@ class Pipeline:
                 bar = prog.add_task("expert trajectories", total=len(task_ids), completed=len(task_ids) - len(todo))
                 for task_id in todo:
                     log.append(task_id, self.expert_trajectory(task_id).to_dict())
+                    unit_saved(task_id)
                     prog.advance(bar)
             trajs = [Trajectory.from_dict(d) for d in log.values(task_ids)]
         kept = [t for t in trajs if t.success or data.source != "env"]
@@ -188,7 +203,7 @@ class Pipeline:
         out = self.ctx.component(slot).train(TrainRequest(
             trajectories=[] if pairs and slot != TRAINER_SLOT["sft"] else trajs, base_model=self.ctx.base_model(),
             init_weights=init, output_dir=str(self.rd.folder(L.weights(iteration))), epochs=n_epochs,
-            seed=self.recipe.run.seed + iteration, pairs=list(pairs) if slot != TRAINER_SLOT["sft"] else [],
+            seed=training_seed(self.recipe.run.seed, iteration), pairs=list(pairs) if slot != TRAINER_SLOT["sft"] else [],
             reference_weights=reference, iteration=iteration))
         summary: dict[str, Any] = {"weights": out, "seconds": round(time.time() - t0, 1)}
         summary.update({"pairs": len(pairs)} if slot != TRAINER_SLOT["sft"] else {"trajectories": len(trajs)})
@@ -235,6 +250,7 @@ class Pipeline:
         if not trajs:
             raise EmptyStageError(f"{stage}: no trajectories to build from (the previous stage produced none)")
         method = self._method()
+        trajs = method.inputs(trajs, self.env.tasks(self.recipe.data.split), self.expert_trajectory)
         log = self.rd.units(L.synthesis_units(iteration))
         order = [t.task_id for t in trajs]
         missing = set(log.missing(order))
@@ -272,6 +288,7 @@ class Pipeline:
                         for rec in unit.get("records", []):
                             self._notify("sand_step_deliberated", record=DeliberationRecord.from_dict(rec))
                         log.append(traj.task_id, unit)
+                        unit_saved(traj.task_id)
                         prog.advance(bar)
         still = log.missing(order)
         if still:  # never record a stage done without every unit: a resume could not redo them
@@ -326,6 +343,10 @@ class Pipeline:
     # -- the loop ------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        with listening(self._unit_saved):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         ctx, run = self.ctx, self.recipe.run
         self._notify("sand_run_start")
         ctx.base_model()  # a model that cannot load fails now, not after the expert stage
@@ -353,7 +374,7 @@ class Pipeline:
         }
         metrics["rollouts"] = rollout_metrics(
             {f"synth/iter{k}": self.rd.units(L.synthesis_units(k)).values() for k in range(1, run.iterations + 1)},
-            getattr(ctx.components.get("evaluator"), "rollout_stats", None))
+            ctx.components["evaluator"].rollout_stats if "evaluator" in ctx.components else None)
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
         self.rd.write_json(L.METRICS, metrics)
         self._notify("sand_run_end", metrics=metrics)

@@ -138,7 +138,8 @@ def band_reference_note(runs: list[RunData]) -> str:
 def synthesis_table(runs: list[RunData]) -> str:
     """What each SAND iteration's synthesis examined and produced."""
     header = ["run", "iter", "trajectories", "steps examined", "deliberated", "rate", "candidates / delib. step",
-              "rollouts", "rollout steps", "synth. fallbacks", "synth. retries", "valid samples"]
+              "rollouts", "rollout steps", "synth. failed", "synth. fallbacks", "synth. retries",
+              "critiques cut", "valid samples"]
     rows = []
     for run in runs:
         for k, s in sorted(run.synthesis.items()):
@@ -147,8 +148,14 @@ def synthesis_table(runs: list[RunData]) -> str:
             rows.append([run.label, f"{k}{' (partial)' if s.get('partial') else ''}", s.get("trajectories"), steps,
                          delib, _pct(delib / steps if steps else None),
                          f"{s.get('candidates', 0) / delib:.2f}" if delib else None, s.get("rollouts"),
-                         s.get("rollout_steps"), s.get("fallbacks"), s.get("retries"), valid])
-    return markdown_table(header, rows, "ll" + "r" * 10)
+                         s.get("rollout_steps"), s.get("synthesis_failed"), s.get("fallbacks"), s.get("retries"),
+                         _of(s.get("critiques_truncated"), s.get("critiques")), valid])
+    return markdown_table(header, rows, "ll" + "r" * 12)
+
+
+def _of(part: Any, whole: Any) -> str | None:
+    """``part/whole``, or None where a run (written before they were counted) lacks them."""
+    return f"{part}/{whole}" if isinstance(part, int) and isinstance(whole, int) else None
 
 
 def components_table(runs: list[RunData]) -> str:

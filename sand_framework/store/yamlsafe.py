@@ -84,7 +84,27 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 class _Loader(yaml.SafeLoader):
     """The safe loader with YAML 1.2's floats: ``2e-4`` and ``1e5`` are numbers. PyYAML follows YAML 1.1, whose
     floats need a dot, so a learning rate written ``2e-4`` (as the docs and most papers write it) was the string
-    ``'2e-4'`` and refused as "expected a number". The pattern is the one OmegaConf adds for the same reason."""
+    ``'2e-4'`` and refused as "expected a number". The pattern is the one OmegaConf adds for the same reason.
+
+    A key given twice in one mapping is refused: PyYAML keeps the last value without a word, so a recipe with
+    ``run:`` twice lost the first block silently. Keys a ``<<:`` merge brings in may be overridden, as YAML
+    means them to be."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML's hook
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if key in first:
+                    raise yaml.constructor.ConstructorError(
+                        f"while reading the mapping at line {node.start_mark.line + 1}", None,
+                        f"the key {key!r} is given twice (first on line {first[key].start_mark.line + 1}, again "
+                        f"on line {key_node.start_mark.line + 1}); a recipe names each key once: keep one of them",
+                        None)
+                first[key] = key_node
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(

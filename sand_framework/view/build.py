@@ -330,14 +330,16 @@ def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
 
 def synthesis_unit(unit_id: str, data: dict[str, Any], renderer: TargetRenderer | None,
                    n_samples: int | None) -> tuple[dict[str, Any], list[Any]]:
-    """A unit's chunk and its index row ``[task, steps, deliberated, fallbacks, success, reward, shape]``."""
+    """A unit's chunk and its index row ``[task, steps, deliberated, failed or fallback, success, reward, shape]``
+    (a step whose synthesis failed is in the chunk's records, marked ``failed``: shown, not deliberated)."""
     stats = data.get("stats") if isinstance(data.get("stats"), dict) else {}
     traj = data.get("trajectory") if isinstance(data.get("trajectory"), dict) else None
     records = data.get("records") if isinstance(data.get("records"), list) else None
+    failed = data.get("failed") if isinstance(data.get("failed"), list) else []
     task = (traj or {}).get("task_id") or data.get("task_id") or unit_id
     if traj is not None and _steps(traj) is not None and records is not None:
         by_step = {}
-        for rec in records:
+        for rec in [*records, *({**r, "failed": True} for r in failed if isinstance(r, dict))]:
             if not isinstance(rec, dict):
                 continue
             cands = rec.get("candidates") or []
@@ -347,11 +349,12 @@ def synthesis_unit(unit_id: str, data: dict[str, Any], renderer: TargetRenderer 
                 **rec, "samples": {"n": n_samples, "valid": valid,
                                    "invalid": (n_samples - valid) if isinstance(n_samples, int) else None},
                 "synthesis_tokens": renderer.tokens(synth.get("thought", "")) if renderer is not None else None}
-        extra = {k: v for k, v in data.items() if k not in ("trajectory", "records", "stats")}
+        extra = {k: v for k, v in data.items() if k not in ("trajectory", "records", "failed", "stats")}
         chunk = {"shape": "sand", "unit": unit_id, "trajectory": traj, "records": by_step, "stats": stats,
                  "extra": extra, "target": renderer.render(traj) if renderer is not None else None}
-        fallbacks = sum(1 for r in by_step.values() if (r.get("synthesis") or {}).get("status") == "fallback")
-        row = [task, len(traj["steps"]), len(by_step), fallbacks, int(bool(traj.get("success"))),
+        unchecked = sum(1 for r in by_step.values()  # steps not trained on a model-written deliberation
+                        if (r.get("synthesis") or {}).get("status") in ("fallback", "failed"))
+        row = [task, len(traj["steps"]), len(by_step) - len(failed), unchecked, int(bool(traj.get("success"))),
                traj.get("reward"), "sand"]
         return chunk, row
     # Another method's unit (rft, eto, ipr, pairs_file, a plugin's): kept whole, shown as a tree.

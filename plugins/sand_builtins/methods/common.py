@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from collections.abc import Callable
+
 from sand_framework.components import Method, MethodTools
 from sand_framework.components.base import P
 from sand_framework.rollout import Exploration, ExploreRequest, PoolSource, derive_seed, explore
@@ -41,6 +43,34 @@ def expert_reward(traj: Trajectory, rule: str) -> float:
     return float(traj.reward) if rule == "stored" else 1.0
 
 
+EXPLORE_ONLY = "explore_only"
+"""``Trajectory.meta`` key of a training task a method explores beyond the trajectories it was trained on: its
+gold trajectory is a side of its pairs, never part of the next iteration's expert data."""
+
+
+def with_training_tasks(trajectories: list[Trajectory], train_tasks: list[str], gold: Callable[[str], Trajectory],
+                        count: int) -> list[Trajectory]:
+    """``trajectories`` and then the first ``count`` tasks of ``train_tasks`` not among them whose gold trajectory
+    (the environment's expert) reaches the goal, each marked :data:`EXPLORE_ONLY`."""
+    have = {t.task_id for t in trajectories}
+    extra: list[Trajectory] = []
+    for task_id in train_tasks:
+        if len(extra) >= count:
+            break
+        if task_id in have:
+            continue
+        path = gold(task_id)
+        if path.success:
+            path.meta[EXPLORE_ONLY] = True
+            extra.append(path)
+    return list(trajectories) + extra
+
+
+def trained_on(trajectories: list[Trajectory]) -> list[Trajectory]:
+    """The trajectories that are not :data:`EXPLORE_ONLY`: what the next iteration starts from."""
+    return [t for t in trajectories if not t.meta.get(EXPLORE_ONLY)]
+
+
 def task_seed(seed: int, traj: Trajectory, *parts: object) -> int:
     """A trajectory's own seed: the engine's batch seed with the task id (and any further parts)."""
     return derive_seed(seed, traj.task_id, *parts)
@@ -70,6 +100,18 @@ class ExploringMethod(Method[P]):
     @classmethod
     def agent_token_budget(cls, params):
         return ("max_new_tokens", params.max_new_tokens)
+
+    def inputs(self, trajectories: list[Trajectory], train_tasks: list[str],
+               gold: Callable[[str], Trajectory]) -> list[Trajectory]:
+        """The input trajectories, plus :meth:`extra_tasks` more training tasks (ETO, IPR: their pipelines explore
+        every training task, not only those the SFT agent was trained on)."""
+        extra = self.extra_tasks()
+        return with_training_tasks(trajectories, train_tasks, gold, extra) if extra else list(trajectories)
+
+    def extra_tasks(self) -> int:
+        """How many training tasks beyond the input trajectories to explore (0 here; ETO's and IPR's
+        ``explore_tasks``)."""
+        return 0
 
     def explore(self, requests: list[ExploreRequest], tools: MethodTools, temperature: float) -> list[Exploration]:
         """Play ``requests`` to their ends with the current policy at ``temperature`` (results in request order),

@@ -27,7 +27,7 @@ from sand_framework.rollout import ExploreRequest
 from sand_framework.types import PreferencePair, Step, Trajectory
 
 from sand_builtins.methods.common import (TRUNCATE_REJECTED, ExploringMethod, env_family, expert_reward,
-                                          expert_reward_rule, task_seed)
+                                          expert_reward_rule, task_seed, trained_on)
 
 
 def truncated(steps: list[Step], expert_steps: int, extra_messages: int | None) -> list[Step]:
@@ -61,6 +61,11 @@ class EtoMethod(ExploringMethod["EtoMethod.Params"]):
         """Cut the rejected agent side to the expert's length plus this many messages (ETO: 10 on WebShop and
         ScienceWorld, i.e. 5 more agent steps than the expert took); null = no cut (ETO on ALFWorld); ``auto`` =
         10 for WebShop and ScienceWorld environments, no cut otherwise."""
+        explore_tasks: Annotated[int, Ge(0)] = 0
+        """Also explore this many more tasks of the training split (``data.split``, in order), each with the
+        environment's gold trajectory as its expert side: ETO explores every training task, while a miniature's
+        SFT start may be trained on a few (0: only the trajectories trained on). Their gold trajectories are never
+        the next iteration's expert data."""
         cross_task_batching: bool = False
         """With ``temperature`` > 0: sample all the batch's tasks in the same model calls (faster on a GPU)
         instead of each task apart (a unit then depends on which tasks share its batch). Greedy exploration
@@ -69,6 +74,9 @@ class EtoMethod(ExploringMethod["EtoMethod.Params"]):
     def _truncation(self, env_name: str) -> int | None:
         t = self.params.truncate_rejected
         return TRUNCATE_REJECTED.get(env_family(env_name)) if t == "auto" else t
+
+    def extra_tasks(self) -> int:
+        return self.params.explore_tasks
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
@@ -109,7 +117,7 @@ class EtoMethod(ExploringMethod["EtoMethod.Params"]):
     def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:
         """The pairs, in task order; the reference is the weights training starts from (the current agent)."""
         pairs = [PreferencePair.from_dict(u["pair"]) for u in units if u.get("pair")]
-        return IterationData(next_expert=list(trajectories), pairs=pairs, reference="init")
+        return IterationData(next_expert=trained_on(trajectories), pairs=pairs, reference="init")
 
 
 @hookimpl

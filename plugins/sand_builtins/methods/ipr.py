@@ -33,7 +33,8 @@ from sand_framework.components import IterationData, MethodTools
 from sand_framework.rollout import ExploreRequest, Exploration
 from sand_framework.types import PreferencePair, Step, Trajectory
 
-from sand_builtins.methods.common import ExploringMethod, expert_reward, expert_reward_rule, task_seed
+from sand_builtins.methods.common import (ExploringMethod, expert_reward, expert_reward_rule, task_seed,
+                                          trained_on)
 
 
 def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
@@ -82,10 +83,18 @@ class IprMethod(ExploringMethod["IprMethod.Params"]):
         max_rollout_steps: Annotated[int, Ge(1)] | None = None
         """Cap on a Monte Carlo rollout's own steps after the estimated step (null: the environment's cap; a
         cap makes every step reward an estimate of finishing within it)."""
+        explore_tasks: Annotated[int, Ge(0)] = 0
+        """Also explore this many more tasks of the training split (``data.split``, in order), each with the
+        environment's gold trajectory as its expert side: IPR explores every training task, while a miniature's
+        SFT start may be trained on a few (0: only the trajectories trained on). Their gold trajectories are never
+        the next iteration's expert data."""
         cross_task_batching: bool = False
         """Sample the Monte Carlo rollouts of all the batch's states in the same model calls (faster on a GPU);
         by default each state's ``mc_samples`` rollouts are sampled together and apart from the others, so a
         unit does not depend on which tasks share its batch."""
+
+    def extra_tasks(self) -> int:
+        return self.params.explore_tasks
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
@@ -204,7 +213,7 @@ class IprMethod(ExploringMethod["IprMethod.Params"]):
     def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:
         """Every unit's pairs, in task and step order; the reference is the fixed SFT model."""
         pairs = [PreferencePair.from_dict(d) for u in units for d in u["pairs"]]
-        return IterationData(next_expert=list(trajectories), pairs=pairs, reference="sft")
+        return IterationData(next_expert=trained_on(trajectories), pairs=pairs, reference="sft")
 
 
 @hookimpl

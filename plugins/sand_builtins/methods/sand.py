@@ -27,7 +27,8 @@ class SandMethod(Method[NoParams]):
         cache = tools.shared.setdefault("rollout_cache", RolloutCache())  # identical branches run once per iteration
         comps = Components.of_slots(tools.component, rollout_cache=cache)
         return [{"trajectory": out.trajectory.to_dict(), "records": [r.to_dict() for r in out.records],
-                 "stats": out.stats} for out in synthesize_batch(trajectories, comps, seed)]
+                 "failed": [r.to_dict() for r in out.failed], "stats": out.stats}
+                for out in synthesize_batch(trajectories, comps, seed)]
 
     def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:
         """The deliberation trajectories are both what is trained on and the next iteration's expert data

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from sand_framework.accelerator import PlanImpossible
+
 GIB = 1024 ** 3
 KV_MIN_GB = 2.0
 """Least KV cache an engine sharing a GPU must keep beyond its weights (and 20 % of them for activations)."""
@@ -106,12 +108,88 @@ def model_bytes(model: str) -> int | None:
     return int(float(m.group(1)) * 1e9 * 2) if m else None
 
 
+def model_parameters(model: str) -> float | None:
+    """Parameters of the model: :func:`model_bytes` at 2 bytes each (bf16 / fp16 checkpoints, as the hub's are;
+    4 when its ``config.json`` says float32); None when unknown."""
+    n = model_bytes(model)
+    if n is None:
+        return None
+    config = Path(model).expanduser() / "config.json"
+    try:
+        data = json.loads(config.read_text())
+        stored = data.get("torch_dtype") or data.get("dtype")
+    except (OSError, ValueError, AttributeError):
+        stored = None
+    return n / (4 if stored == "float32" else 2)
+
+
+KNOWN_HEADS: dict[str, tuple[int, int]] = {
+    "qwen2.5-7b": (28, 4), "qwen2.5-14b": (40, 8), "qwen2.5-32b": (40, 8), "qwen2.5-72b": (64, 8),
+    "llama-3.1-8b": (32, 8), "llama-3.1-70b": (64, 8), "llama-3-8b": (32, 8), "mistral-7b": (32, 8),
+}
+"""(attention heads, KV heads) of the models the bundled recipes name, from their published ``config.json``
+files, for a node planned offline (``sand plan`` on a laptop) where the model's own config is not on disk; a
+local or cached config is always read first (:func:`model_heads`)."""
+
+
+class TensorParallelError(PlanImpossible):
+    """A tensor-parallel size the model's heads cannot be split over (vLLM would refuse it when the engine
+    starts, after the SFT stage has trained)."""
+
+
+def model_heads(model: str) -> tuple[int, int] | None:
+    """``(num_attention_heads, num_key_value_heads)`` from the model's ``config.json`` (a local folder or the hub
+    cache), else from :data:`KNOWN_HEADS` by name; None when unknown."""
+    path = Path(model).expanduser()
+    config = path / "config.json" if path.is_dir() else None
+    if config is None:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(model, "config.json")
+            config = Path(hit) if isinstance(hit, str) else None
+        except Exception:  # noqa: BLE001 - no hub client, a malformed id
+            config = None
+    if config is not None and config.is_file():
+        try:
+            data = json.loads(config.read_text())
+            data = data.get("text_config", data)  # multimodal configs nest the language model's
+            heads = int(data["num_attention_heads"])
+            return heads, int(data.get("num_key_value_heads") or heads)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    name = Path(model).name.lower()
+    return next((v for k, v in KNOWN_HEADS.items() if name.startswith(k)), None)
+
+
+def splits_heads(tp: int, heads: tuple[int, int]) -> bool:
+    """vLLM's rule: the attention heads divide evenly over ``tp`` GPUs, and so do the KV heads (or, with more
+    GPUs than KV heads, each KV head is replicated on a whole number of them)."""
+    attention, kv = heads
+    return attention % tp == 0 and (kv % tp == 0 if tp <= kv else tp % kv == 0)
+
+
+def tensor_parallel_size(devices: int, heads: tuple[int, int] | None) -> tuple[int, str | None]:
+    """The largest tensor-parallel size of at most ``devices`` GPUs that splits ``heads`` (a power of two when the
+    heads are unknown), and a note when it is fewer GPUs than the engine has."""
+    if heads is None:
+        tp = pow2_floor(devices)
+        return tp, None
+    tp = next(t for t in range(max(1, devices), 0, -1) if splits_heads(t, heads))
+    note = None if tp == devices else (
+        f"tensor_parallel_size={tp}, not {devices}: the model's {heads[0]} attention / {heads[1]} KV heads do not "
+        f"split over {devices} GPUs")
+    return tp, note
+
+
 def plan_engines(gpus: int, params: Any, agent_weights: str | None = None, gpu_memory_gb: float | None = None,
-                 weights_gb: float | None = None) -> EnginePlan:
+                 weights_gb: float | None = None, heads: tuple[int, int] | None = None) -> EnginePlan:
     """The engines of a ``vllm`` policy with ``params`` on a node of ``gpus`` GPUs of ``gpu_memory_gb`` each.
 
     ``agent_weights``: what the trainer writes (``adapter``, ``full``; None = not known, treated as adapter);
-    ``weights_gb``: the model's weights (None = unknown: engines never share a GPU then).
+    ``weights_gb``: the model's weights (None = unknown: engines never share a GPU then); ``heads``: the model's
+    attention and KV heads (:func:`model_heads`; None = unknown: powers of two, as vLLM's usual sizes). A fixed
+    ``tensor_parallel_size`` that does not split the heads raises :class:`TensorParallelError`.
     """
     gpus = max(0, int(gpus))
     two = agent_engine_needed(agent_weights, params.lora_mode)
@@ -122,11 +200,23 @@ def plan_engines(gpus: int, params: Any, agent_weights: str | None = None, gpu_m
     tp_fixed = int(params.tensor_parallel_size or 0)
     notes: list[str] = []
     roles = ["base", "agent"] if two else ["base"]
+    if tp_fixed and heads is not None and not splits_heads(tp_fixed, heads):
+        # a fact of the model, whatever the node: sand validate refuses it on any machine
+        sizes = ", ".join(str(t) for t in range(1, max(tp_fixed, 8) + 1) if splits_heads(t, heads))
+        raise TensorParallelError(
+            f"policy.tensor_parallel_size={tp_fixed} does not split the model's {heads[0]} attention / {heads[1]} "
+            f"KV heads (vLLM refuses it when the engine starts, after the first training); use 0 (auto: the "
+            f"largest size that does on the node's GPUs) or one of {sizes}")
 
     def spec(role: str, devices: tuple[int, ...], frac: float | None) -> EngineSpec:
         if gpus == 0:
             return EngineSpec(role, (), max(1, tp_fixed), None, role == "base" and base_lora, eager, sleep)
-        tp = tp_fixed or pow2_floor(len(devices))
+        if tp_fixed:
+            tp = tp_fixed
+        else:
+            tp, note = tensor_parallel_size(len(devices), heads)
+            if note and note not in notes:
+                notes.append(note)
         if tp > len(devices):
             raise ValueError(f"policy.tensor_parallel_size={tp} but the {role} engine has {len(devices)} GPU(s) "
                              f"of {gpus}; use 0 (auto) or at most {len(devices)}")

@@ -32,6 +32,7 @@ from sand_framework import hookimpl
 from sand_framework.cpu_threads import cpu_threads
 from sand_framework.config.paramdoc import THREADS
 from sand_framework.errors import ModelUnavailable
+from sand_framework.logs import adopt_library_loggers
 from sand_framework.rollout import derive_seed
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
@@ -129,6 +130,7 @@ class TransformersPolicy(LocalPolicy["TransformersPolicy.Params"]):
     def _load_model(self, path: str) -> Any:
         from transformers import AutoModelForCausalLM
 
+        adopt_library_loggers()  # transformers is imported now: its warnings go through SAND's console and run.log
         try:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
         except OSError as exc:

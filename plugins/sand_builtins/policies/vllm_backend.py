@@ -73,7 +73,8 @@ from annotated_types import Ge, Gt, Interval
 
 from sand_builtins.models import ADAPTER_CONFIG
 from sand_builtins.policies.engine_plan import (
-    EnginePlan, device_count_and_memory, engine_kwargs, plan_engines, plan_lines, visible_devices, weights_gb,
+    EnginePlan, device_count_and_memory, engine_kwargs, model_heads, plan_engines, plan_lines, visible_devices,
+    weights_gb,
 )
 from sand_builtins.policies.local import LocalPolicy
 from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
@@ -174,8 +175,11 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     def device_plan(cls, params: VLLMParams, node: Any) -> list[str]:
         """``sand plan``: where the engines go on ``node`` (:class:`sand_framework.accelerator.Node`)."""
         size = weights_gb(node.base_model) if node.base_model else None
-        plan = plan_engines(node.gpus, params, node.trained_weights, node.gpu_memory_gb, size)
-        return plan_lines(plan)
+        heads = model_heads(node.base_model) if node.base_model else None
+        plan = plan_engines(node.gpus, params, node.trained_weights, node.gpu_memory_gb, size, heads)
+        return plan_lines(plan) + ([] if heads or not node.gpus else [
+            "note: the model's attention/KV heads are unknown here (no config.json on disk): tensor_parallel_size "
+            "is a power of two, which vLLM refuses if it does not divide them"])
 
     def expect_agent_weights(self, kind: str | None) -> None:
         """What the run's trainer writes (``adapter`` / ``full``), told before ``setup``: it decides whether the base
@@ -211,7 +215,8 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         if self.plan is None:
             gpus, memory = (0, None) if self.on_cpu else device_count_and_memory()
             self.plan = plan_engines(gpus, self.params, self._expected_weights, memory,
-                                     weights_gb(self.base_path) if gpus == 1 else None)
+                                     weights_gb(self.base_path) if gpus == 1 else None,
+                                     model_heads(self.base_path) if gpus else None)
             log.info("vLLM engines: %s", "; ".join(
                 f"{e.role} on {list(e.devices) or 'CPU'} (tp={e.tensor_parallel_size}, lora={e.enable_lora}, "
                 f"eager={e.enforce_eager})" for e in self.plan.engines))

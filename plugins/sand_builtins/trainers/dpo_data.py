@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sand_framework.chat_format import ChatFormat, ChatTemplateError
+from sand_framework.errors import TrainingInputError
 from sand_framework.pairs import pair_messages
 from sand_framework.prompting import HEAD_TURNS
 from sand_framework.types import Chat, PreferencePair
@@ -70,7 +71,7 @@ def pair_example(pair: PreferencePair, fmt: ChatFormat, max_prompt_length: int =
     msgs = pair_messages(pair)
     for side in SIDES:
         if not msgs[side]:
-            raise ValueError(f"pair of task {pair.prompt.task_id!r}: its {side} side has no step")
+            raise TrainingInputError(f"pair of task {pair.prompt.task_id!r}: its {side} side has no step")
     prompt_chat, shortened = msgs["prompt"], False
     if max_prompt_length > 0 and len(fmt.prompt_ids(prompt_chat)) > max_prompt_length:
         prompt_chat, shortened = _shorten_prompt(prompt_chat, fmt, max_prompt_length), True
@@ -115,8 +116,8 @@ def build_dataset(pairs: list[PreferencePair], fmt: ChatFormat, max_length: int,
 
     examples = build_examples(pairs, fmt, max_length, max_prompt_length)
     if not examples.rows:
-        raise ValueError(f"trl_dpo: none of the {len(pairs)} pairs has a trained token on both sides within "
-                         f"max_length={max_length}; raise preference_trainer.max_length")
+        raise TrainingInputError(f"trl_dpo: none of the {len(pairs)} pairs has a trained token on both sides "
+                                 f"within max_length={max_length}; raise preference_trainer.max_length")
     return Dataset.from_list(examples.rows), examples
 
 

@@ -68,6 +68,36 @@ def prepare_loading(args: Any) -> LoadingMode:
                        zero3_init=_zero3_enabled(), fsdp_ram_efficient=_fsdp_enabled())
 
 
+def broadcast_from_rank0(model: Any) -> Any:
+    """``model`` with every rank holding rank 0's weights, for a model accelerate will not prepare.
+
+    Under FSDP's ``fsdp_cpu_ram_efficient_loading`` transformers fills every parameter and persistent buffer with
+    zeros on ranks other than local 0 and leaves the broadcast to accelerate's ``prepare``. TRL prepares the
+    policy that way but a ``ref_model`` through its own FSDP wrapping, which shards without broadcasting: the
+    other ranks' reference would be zeros (a reference log-probability of a uniform model), and DPO would train
+    against it without a word. So the reference is broadcast here, tensor by tensor (through the current GPU
+    when the process group is NCCL's). A no-op outside that mode (DeepSpeed ZeRO-3 shards at load, and its
+    partitions must not be overwritten)."""
+    if not _fsdp_enabled():
+        return model
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() < 2:
+        return model
+    via_gpu = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if via_gpu else None
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            if via_gpu:
+                moved = tensor.to(device)
+                dist.broadcast(moved, src=0)
+                tensor.copy_(moved.to(tensor.device))
+            else:
+                dist.broadcast(tensor, src=0)
+    return model
+
+
 def optimizer_steps(examples: int, per_device_batch_size: int, world_size: int, accumulation: int,
                     epochs: float, max_steps: int = -1) -> int:
     """Optimizer steps transformers' ``Trainer`` will take (its own formula: a partial accumulation counts)."""

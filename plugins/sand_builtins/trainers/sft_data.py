@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sand_framework.chat_format import ChatFormat
+from sand_framework.errors import TrainingInputError
 from sand_framework.prompting import trajectory_chat
 from sand_framework.types import Trajectory
 
@@ -47,6 +48,6 @@ def build_dataset(trajectories: list[Trajectory], fmt: ChatFormat, max_length: i
 
     examples = build_examples(trajectories, fmt, max_length)
     if not examples.rows:
-        raise ValueError(f"trl_sft: none of the {len(trajectories)} trajectories has a trained token within "
-                         f"max_length={max_length}; raise trainer.max_length")
+        raise TrainingInputError(f"trl_sft: none of the {len(trajectories)} trajectories has a trained token "
+                                 f"within max_length={max_length}; raise trainer.max_length")
     return Dataset.from_list(examples.rows), examples

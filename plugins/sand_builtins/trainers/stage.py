@@ -33,23 +33,26 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from annotated_types import Ge
+from annotated_types import Ge, Gt, Interval
 
 from sand_framework.accelerator import hand_back
 from sand_framework.chat_format import ChatFormat, has_tokenizer
 from sand_framework.components import TrainRequest
 from sand_framework.cpu_threads import cpu_threads
-from sand_framework.config.paramdoc import CHECKPOINTS
+from sand_framework.config.paramdoc import CHECKPOINTS, LOGGING, THREADS
+from sand_framework.logs import adopt_library_loggers
 from sand_framework.stopping import stop_at_safe_point
 from sand_builtins.trainers import launch as launching
 from sand_builtins.trainers.checkpoints import latest_checkpoint
+from sand_builtins.trainers.host_memory import load_host_ram
+from sand_builtins.trainers.launch import LaunchParams
 from sand_builtins.trainers.loading import optimizer_steps, warmup_steps
-from sand_builtins.trainers.progress import RichProgress, SaveAndStop
-from sand_builtins.trainers.trackers import parse_trackers
+from sand_builtins.trainers.progress import RichProgress, SaveAndStop, quiet
+from sand_builtins.trainers.trackers import parse_trackers, tracker_problems
 
 MAX_BATCH = 65536
 """Largest effective batch (examples per optimizer step) a trainer accepts: more is a typo, not a setting."""
@@ -60,8 +63,41 @@ MAX_DEVICE_BATCH = 4096
 @dataclass
 class StageParams:
     """The parameters both trainers' ``Params`` extend: those declared the same way (type, default, range, help)
-    for ``trl_sft`` and ``trl_dpo``. They come first in ``sand components``; every other one, where the two
-    trainers' help or default differ, is declared in each trainer's own ``Params``."""
+    for ``trl_sft`` and ``trl_dpo``, and checked the same way (:meth:`validate`). They come first in ``sand
+    components``; every other one, where the two trainers' help or default differ (``lora``, ``learning_rate``,
+    ``lr_scheduler_type``, ``warmup_ratio``, ``batch_size``, ``max_length``), is declared in each trainer's own
+    ``Params``, which :class:`TrlStage` also reads."""
+
+    lora_r: Annotated[int, Ge(1)] = 16
+    """LoRA rank of a fresh adapter (an init adapter that is continued keeps its own rank)."""
+    lora_alpha: Annotated[int, Gt(0)] = 32
+    """LoRA scaling numerator of a fresh adapter (effective scale ``lora_alpha / lora_r``)."""
+    lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
+    """Dropout on a fresh adapter's LoRA branch (``trl_dpo`` turns dropout off unless ``disable_dropout`` is
+    False)."""
+    target_modules: str = "all-linear"
+    """Modules a fresh adapter wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
+    per_device_batch_size: Annotated[int, Interval(ge=1, le=MAX_DEVICE_BATCH)] = 1
+    """Examples per forward pass (a ``trl_dpo`` pair is two sequences), at most 4096; gradient accumulation makes
+    up the rest of ``batch_size``."""
+    max_steps: Annotated[int, Ge(-1)] = -1
+    """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``; 0 is
+    refused)."""
+    logging_steps: Annotated[int, Ge(1), LOGGING] = 5
+    """Log the training metrics (loss and learning rate; ``trl_dpo`` also rewards and margins) every this many
+    optimizer steps."""
+    report_to: Annotated[str, LOGGING] = "tensorboard"
+    """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
+    integration (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or
+    ``none``; each name is checked by ``sand validate``, its installation when training starts."""
+    threads: Annotated[int, Ge(0), THREADS] = 0
+    """torch CPU threads during training; 0 = one per core free when training starts
+    (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
+    launch: LaunchParams = field(default_factory=LaunchParams)
+    """Multi-process training: ``{num_processes: 8, config: fsdp}``. The default trains in the run's process."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass instead of keeping them: less memory, more compute
+    (``benchmarks/train_memory.py`` measures both); the trained weights are the same."""
 
     weight_decay: Annotated[float, Ge(0)] = 0.0
     """AdamW weight decay."""
@@ -74,6 +110,13 @@ class StageParams:
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights dtype: ``auto`` (fp32 on CPU; bf16 on GPU for LoRA, fp32 + bf16 autocast for full), ``float32``,
     ``bfloat16``, ``float16``."""
+
+    def validate(self) -> list[str]:
+        """The shared checks (a subclass adds its own to these)."""
+        problems = []
+        if self.max_steps == 0:
+            problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
+        return problems + tracker_problems(self.report_to)
 
 
 def release_memory() -> None:
@@ -98,13 +141,9 @@ def logged(trainer: Any, key: str) -> list[float]:
 class TrlStage:
     """The part of a TRL trainer component that does not depend on its objective (see the module docstring).
 
-    The subclass's ``Params`` extends :class:`StageParams` and has at least ``lora``, ``target_modules``,
-    ``lora_r``/``lora_alpha``/``lora_dropout``, ``dtype``, ``threads``,
-    ``batch_size``, ``per_device_batch_size``, ``max_steps``, ``warmup_ratio``,
-    ``lr_scheduler_type``, ``weight_decay``, ``save_steps``,
-    ``save_total_limit``, ``keep_checkpoints``, ``logging_steps``,
-    ``report_to``, ``gradient_checkpointing`` and ``launch``; its ``build``
-    sets ``self.examples`` (cut / dropped counts) and ``self.loading``.
+    The subclass's ``Params`` extends :class:`StageParams` (the shared fields) with the six whose meaning differs
+    by objective: ``lora``, ``learning_rate``, ``lr_scheduler_type``, ``warmup_ratio``, ``batch_size`` and
+    ``max_length``; its ``build`` sets ``self.examples`` (cut / dropped counts) and ``self.loading``.
     """
 
     summary_unit: ClassVar[str] = "examples"
@@ -130,6 +169,42 @@ class TrlStage:
     def weights_kind(cls, params: Any) -> str:
         """What :meth:`train` writes: ``adapter`` (LoRA) or ``full``; the policy lays its engines out by it."""
         return "adapter" if params.lora else "full"
+
+    @classmethod
+    def device_plan(cls, params: Any, node: Any) -> list[str]:
+        """``sand plan``: where training runs on ``node`` (:class:`sand_framework.accelerator.Node`) and, on GPUs,
+        the host RAM its load takes (:func:`~sand_builtins.trainers.host_memory.load_host_ram`)."""
+        n, config, slot = int(params.launch.num_processes), params.launch.config, cls.kind
+        what = "LoRA adapter" if params.lora else "full fine-tune"
+        if node.gpus == 0:
+            return [f"train ({what}): {n} CPU process(es)" + (f" under accelerate ({config})" if n > 1 else
+                                                              " in the run's process")]
+        if n <= 1:
+            lines = [f"train ({what}): GPU 0, in the run's process; its cached memory is handed back before the "
+                     f"engines wake (sand_framework.accelerator.hand_back)"]
+            if node.gpus > 1:
+                lines.append(f"note: {node.gpus - 1} GPU(s) idle while training; use {slot}.launch.num_processes="
+                             f"{node.gpus} {slot}.launch.config={'ddp' if params.lora else 'fsdp'}")
+            return lines + cls._host_ram_lines(params, node)
+        if n > node.gpus:
+            raise ValueError(f"{slot}.launch.num_processes={n} but the node has {node.gpus} GPU(s)")
+        lines = [f"train ({what}): GPUs 0-{n - 1}, {n} processes under accelerate launch ({config}); the run's "
+                 f"process holds no model meanwhile, every engine sleeps"]
+        if n < node.gpus:
+            lines.append(f"note: {node.gpus - n} GPU(s) idle while training")
+        return lines + cls._host_ram_lines(params, node)
+
+    loads_reference: ClassVar[bool] = False
+    """A full fine-tune loads an explicit reference model beside the policy (DPO): twice the host RAM."""
+
+    @classmethod
+    def _host_ram_lines(cls, params: Any, node: Any) -> list[str]:
+        from sand_builtins.policies.engine_plan import model_parameters
+
+        parameters = model_parameters(node.base_model) if node.base_model else None
+        if parameters is None:
+            return []
+        return [load_host_ram(parameters, params, cls.loads_reference, slot=cls.kind).line()]
 
     # ------------------------------------------------------------------ setup
 
@@ -248,6 +323,8 @@ class TrlStage:
         trainer = None
         try:
             trainer = self.build(request)
+            quiet(trainer)
+            adopt_library_loggers()  # transformers, datasets and TRL are imported by now
             resume = latest_checkpoint(out / "checkpoints")
             if resume:
                 logging.getLogger(type(self).__module__).info("%s: resuming from %s", self.name, resume)

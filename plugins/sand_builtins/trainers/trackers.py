@@ -8,6 +8,8 @@ missing package before any step.
 
 from __future__ import annotations
 
+from sand_framework.errors import TrainingInputError
+
 TRACKERS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow", "mlflow",
             "neptune", "swanlab", "tensorboard", "trackio", "wandb")
 """Hugging Face ``report_to`` integrations (``transformers.integrations``); each reads its own env vars."""
@@ -32,11 +34,12 @@ def parse_trackers(report_to: str) -> list[str]:
         return []
     unknown = [t for t in names if t not in TRACKERS]
     if unknown:
-        raise ValueError(f"trl_sft: unknown report_to {', '.join(unknown)}; use none or any of {', '.join(TRACKERS)}")
+        raise TrainingInputError(f"trl_sft: unknown report_to {', '.join(unknown)}; use none or any of "
+                                 f"{', '.join(TRACKERS)}")
     from transformers.integrations import get_available_reporting_integrations
 
     missing = sorted(set(names) - set(get_available_reporting_integrations()))
     if missing:
-        raise ValueError(f"trl_sft: report_to {', '.join(missing)} is not installed; "
+        raise TrainingInputError(f"trl_sft: report_to {', '.join(missing)} is not installed; "
                          f"pip install {' '.join(missing)} (or report_to: none)")
     return names

@@ -59,13 +59,17 @@ from annotated_types import Ge, Gt, Interval, MinLen
 
 from sand_framework import hookimpl
 from sand_framework.components import PreferenceTrainer, TrainRequest
-from sand_framework.config.paramdoc import LOGGING, THREADS
+from sand_framework.errors import TrainingInputError
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
 from sand_builtins.trainers.launch import LaunchParams
-from sand_builtins.trainers.loading import prepare_loading
+from sand_builtins.trainers.loading import broadcast_from_rank0, prepare_loading
 from sand_builtins.trainers.stage import MAX_BATCH, MAX_DEVICE_BATCH, StageParams, TrlStage, logged
 from sand_builtins.trainers.trackers import tracker_problems
+
+__all__ = ["MAX_BATCH", "MAX_DEVICE_BATCH", "DpoTrainer", "LaunchParams", "Params", "tracker_problems"]
+"""Names other modules import from here (the shared ones are declared in :mod:`.stage`, :mod:`.launch`,
+:mod:`.trackers`)."""
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,14 @@ def _same_weights(a: str | None, b: str | None) -> bool:
 
 
 def _sand_dpo_trainer_class():
-    """TRL's ``DPOTrainer`` taking our pre-tokenized, pre-masked rows as they are."""
+    """TRL's ``DPOTrainer`` taking our pre-tokenized, pre-masked rows as they are.
+
+    Three private methods are overridden, each because TRL 1.16 has no public hook for it: ``_prepare_dataset``
+    (TRL skips its own tokenization only for vision datasets; SFTConfig's ``dataset_kwargs.skip_prepare_dataset``
+    has no DPO counterpart), ``_set_signature_columns_if_needed`` (the columns our collator reads, not those of
+    TRL's tokenization) and ``_save`` (it writes checkpoints too, and no callback runs between a checkpoint's
+    files and the moment a resume can find them). ``tests/test_trainer_dpo.py`` trains through all three.
+    """
     from trl import DPOTrainer
 
     class SandDPOTrainer(DPOTrainer):
@@ -113,6 +124,8 @@ def _sand_dpo_trainer_class():
 class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
     """DPO with TRL on preference pairs; LoRA by default (reference without a second model copy), or full."""
 
+    loads_reference = True  # a full fine-tune loads an explicit ref_model (twice the host RAM at the load)
+
     name: ClassVar[str] = "trl_dpo"
     description: ClassVar[str] = ("DPO (TRL DPOTrainer) on preference pairs, loss on assistant replies only, "
                                   "LoRA or full, optional SFT term on the chosen side")
@@ -123,15 +136,6 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         lora: bool = True
         """Train a LoRA adapter (True) or fine-tune every weight (False). With LoRA the reference costs no second
         model copy (a frozen adapter or adapters disabled); a full fine-tune keeps a frozen reference model."""
-        lora_r: Annotated[int, Ge(1)] = 16
-        """LoRA rank of a fresh adapter (an init adapter that is continued keeps its own rank)."""
-        lora_alpha: Annotated[int, Gt(0)] = 32
-        """LoRA scaling numerator of a fresh adapter (effective scale ``lora_alpha / lora_r``)."""
-        lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
-        """Dropout on a fresh adapter's LoRA branch (TRL disables dropout during DPO unless ``disable_dropout``
-        is False)."""
-        target_modules: str = "all-linear"
-        """Modules a fresh adapter wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
         beta: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(default_factory=lambda: [0.1, 0.5])
         """DPO beta per iteration: entry k-1 for iteration k, the last repeating (ETO: 0.1, then 0.5; IPR: [0.1])."""
         learning_rate: Annotated[list[Annotated[float, Gt(0)]], MinLen(1)] = field(
@@ -154,52 +158,32 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 32
         """Effective batch size in pairs: ``per_device_batch_size`` x gradient accumulation x devices (ETO: 32,
         IPR: 48); at most 65536."""
-        per_device_batch_size: Annotated[int, Interval(ge=1, le=MAX_DEVICE_BATCH)] = 1
-        """Pairs per forward pass (each pair is two sequences), at most 4096; gradient accumulation makes up
-        ``batch_size``."""
         max_length: Annotated[int, Ge(1)] = 4096
         """Tokens kept per prompt + side (a longer side is cut at its end); a pair left with a side without any
         trained token is dropped (ETO: 4096)."""
         max_prompt_length: Annotated[int, Ge(0)] = 0
         """Longest prompt in tokens; a longer one loses its oldest (reply, observation) turns after the task, as the
         policy shortens a prompt that does not fit. 0 = no limit beyond ``max_length`` (ETO: 512)."""
-        max_steps: Annotated[int, Ge(-1)] = -1
-        """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (``run.epochs``)."""
-        logging_steps: Annotated[int, Ge(1), LOGGING] = 5
-        """Log loss, rewards and margins every this many optimizer steps."""
-        report_to: Annotated[str, LOGGING] = "tensorboard"
-        """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
-        integration (``wandb``, ``trackio``, ``mlflow``, ...), or ``none``; each name is checked by ``sand
-        validate``, its installation when training starts."""
-        threads: Annotated[int, Ge(0), THREADS] = 0
-        """torch CPU threads during training; 0 = one per core free when training starts (under ``launch``, shared
-        among its processes)."""
         disable_dropout: bool = True
         """Turn dropout off in the policy and the reference (TRL's default: the log-ratios then compare like with
         like)."""
-        gradient_checkpointing: bool = False
-        """Recompute activations in the backward pass instead of keeping them: less memory, more compute."""
-        launch: LaunchParams = field(default_factory=LaunchParams)
-        """Multi-process training: ``{num_processes: 8, config: fsdp}`` (as ``trainer.launch``). The default trains in
-        the run's process."""
-
         def validate(self) -> list[str]:
-            problems = []
-            if self.max_steps == 0:
-                problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
+            problems = super().validate()
             if self.max_prompt_length >= self.max_length:
                 problems.append(f"max_prompt_length: {self.max_prompt_length} leaves no room for the replies within "
                                 f"max_length={self.max_length}; lower it (ETO: 512 of 4096) or use 0")
             if self.per_device_batch_size > self.batch_size:
                 problems.append(f"per_device_batch_size: {self.per_device_batch_size} is above batch_size="
                                 f"{self.batch_size}")
-            return problems + tracker_problems(self.report_to)
+            return problems
 
     def __init__(self, params: Any = None):
         super().__init__(params)
         self.reference: str = ""
         """How the last :meth:`build` held the reference model (recorded in the training summary)."""
         self.merge_at_end = False
+        self._merge_into: tuple[str, Any] = ("", None)
+        """(init model folder, dtype) the trained adapter is merged into when ``merge_at_end``."""
 
     # ------------------------------------------------------------------ setup
 
@@ -215,6 +199,12 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
             return PeftModel.from_pretrained(base, weights).merge_and_unload()
         return AutoModelForCausalLM.from_pretrained(weights or base_model, dtype=dtype)
 
+    @classmethod
+    def _load_reference(cls, weights: str | None, base_model: str, dtype):
+        """The explicit frozen ``ref_model``: :meth:`_load_full`, with rank 0's weights on every rank
+        (:func:`~sand_builtins.trainers.loading.broadcast_from_rank0`: TRL never broadcasts a reference)."""
+        return broadcast_from_rank0(cls._load_full(weights, base_model, dtype))
+
     def _load_models(self, request: TrainRequest, dtype) -> tuple[Any, Any, Any, str | None]:
         """(policy model, explicit ref_model or None, peft_config or None, reference adapter to load or None)."""
         from transformers import AutoModelForCausalLM
@@ -222,13 +212,13 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         init, ref = request.init_weights, request.reference_weights
         for what, path in (("init_weights", init), ("reference_weights", ref)):
             if path and not Path(path).exists():
-                raise FileNotFoundError(f"trl_dpo: {what} {path!r} does not exist")
+                raise TrainingInputError(f"trl_dpo: {what} {path!r} does not exist")
         same = _same_weights(init, ref)
         self.merge_at_end = False
         if not self.params.lora:
             model = self._load_full(init, request.base_model, dtype).requires_grad_(True)  # peft froze a merge
             self.reference = f"ref_model loaded from {ref or 'the base model'} (full fine-tune)"
-            return model, self._load_full(ref, request.base_model, dtype), None, None
+            return model, self._load_reference(ref, request.base_model, dtype), None, None
         if is_adapter(init):
             from peft import PeftModel
 
@@ -243,11 +233,12 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         config = self._lora_config()
         if init:  # the adapter is relative to the init model, not to the base: final/ is the merged model
             self.merge_at_end = True
+            self._merge_into = (init, dtype)
             if same:
                 self.reference = "the init model (adapters disabled)"
                 return model, None, config, None
             self.reference = f"ref_model loaded from {ref or 'the base model'}"
-            return model, self._load_full(ref, request.base_model, dtype), config, None
+            return model, self._load_reference(ref, request.base_model, dtype), config, None
         return self._reference_on_base(model, config, ref, request.base_model, dtype)
 
     def _reference_on_base(self, model, config, ref: str | None, base_model: str,
@@ -261,7 +252,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
             self.reference = f"adapter 'ref' loaded from {ref}"
             return model, None, config, ref
         self.reference = f"ref_model loaded from {ref} (a full model)"
-        return model, self._load_full(ref, base_model, dtype), config, None
+        return model, self._load_reference(ref, base_model, dtype), config, None
 
     def build(self, request: TrainRequest):
         """The configured TRL DPO trainer for ``request`` (not yet trained)."""
@@ -269,7 +260,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
 
         p = self.params
         if not request.pairs:
-            raise ValueError("trl_dpo: no preference pairs to train on")
+            raise TrainingInputError("trl_dpo: no preference pairs to train on")
         self._prepare(request)
         use_cuda, dtype, bf16 = self._device()
         tokenizer = self.chat_format.tokenizer
@@ -335,14 +326,27 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
     def _save_weights(self, trainer, folder: Path) -> None:
         """The trained adapter or model, without the frozen reference; an adapter on a full init model is
         merged into it (the next agent is the merged model)."""
-        if self.merge_at_end:
-            if trainer.is_world_process_zero():
-                merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
-                merged.save_pretrained(str(folder))
-        else:
-            super()._save_weights(trainer, folder)
+        # Every rank saves the adapter first: under FSDP gathering it is a collective (a merge on rank 0 alone
+        # of a sharded model would wait for ranks that never join, or merge rank 0's shards only).
+        super()._save_weights(trainer, folder)
         if trainer.is_world_process_zero():
             shutil.rmtree(folder / REF_ADAPTER, ignore_errors=True)
+            if self.merge_at_end:
+                self._merge_saved_adapter(folder)
+
+    def _merge_saved_adapter(self, folder: Path) -> None:
+        """Replace the adapter saved in ``folder`` by the init model with it merged: a plain model loaded on this
+        process's CPU from the files, so no rank's shards are involved."""
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        init, dtype = self._merge_into
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(init, dtype=dtype), str(folder))
+        merged = model.merge_and_unload()
+        for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+            (folder / name).unlink(missing_ok=True)
+        merged.save_pretrained(str(folder))
+        del model, merged
 
     def _stage_facts(self, trainer, request: TrainRequest, wall: float) -> dict[str, Any]:
         """Reward accuracy and margins as TRL logs them, the pairs, and the iteration's settings and reference."""
@@ -355,6 +359,8 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
             "reward_margins": margins,
             "wall_seconds": wall,
             "pairs": len(request.pairs),
+            "pairs_truncated": self.examples.truncated,
+            "pairs_dropped": self.examples.dropped,
             "examples": len(trainer.train_dataset),
             "iteration": request.iteration,
             "beta": self.beta,

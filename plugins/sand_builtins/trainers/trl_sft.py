@@ -29,7 +29,7 @@ Outputs, all in standard Hugging Face format under ``request.output_dir``:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -37,7 +37,7 @@ from annotated_types import Ge, Gt, Interval
 
 from sand_framework import hookimpl
 from sand_framework.components import Trainer, TrainRequest
-from sand_framework.config.paramdoc import LOGGING, THREADS
+from sand_framework.errors import TrainingInputError
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers.launch import LaunchParams
 from sand_builtins.trainers.loading import prepare_loading
@@ -62,14 +62,6 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
     class Params(StageParams):
         lora: bool = True
         """Train a LoRA adapter (True) or fine-tune every weight (False)."""
-        lora_r: Annotated[int, Ge(1)] = 16
-        """LoRA rank."""
-        lora_alpha: Annotated[int, Gt(0)] = 32
-        """LoRA scaling numerator (effective scale ``lora_alpha / lora_r``)."""
-        lora_dropout: Annotated[float, Interval(ge=0, lt=1)] = 0.05
-        """Dropout on the LoRA branch."""
-        target_modules: str = "all-linear"
-        """Modules LoRA wraps: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
         learning_rate: Annotated[float, Gt(0)] = 2e-4
         """Peak learning rate. 2e-4 suits LoRA on short runs; the paper's full fine-tune uses 1e-5."""
         lr_scheduler_type: str = "cosine"
@@ -78,55 +70,8 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
         """Fraction of the total steps spent warming the learning rate up, in [0, 1)."""
         batch_size: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 8
         """Effective batch size: ``per_device_batch_size`` × gradient accumulation × devices; at most 65536."""
-        per_device_batch_size: Annotated[int, Interval(ge=1, le=MAX_DEVICE_BATCH)] = 1
-        """Sequences per forward pass, at most 4096; gradient accumulation makes up the rest of ``batch_size``."""
         max_length: Annotated[int, Ge(1)] = 4096
         """Tokens kept per trajectory (the start is kept); examples left without assistant tokens are dropped."""
-        max_steps: Annotated[int, Ge(-1)] = -1
-        """Stop after this many optimizer steps; -1 trains for ``request.epochs`` epochs (0 is refused)."""
-        logging_steps: Annotated[int, Ge(1), LOGGING] = 5
-        """Log loss and learning rate every this many optimizer steps."""
-        report_to: Annotated[str, LOGGING] = "tensorboard"
-        """Trackers, comma-separated: ``tensorboard`` (events in ``output_dir/logs``), any other Hugging Face
-        integration (``wandb``, ``trackio``, ``mlflow``, ...: each configured by its own environment variables), or
-        ``none``; each name is checked by ``sand validate``, its installation when training starts."""
-        threads: Annotated[int, Ge(0), THREADS] = 0
-        """torch CPU threads during training; 0 = one per core free when training starts
-        (:func:`sand_framework.cpu_threads.cpu_threads`; under ``launch``, shared among its processes)."""
-        launch: LaunchParams = field(default_factory=LaunchParams)
-        """Multi-process training: ``{num_processes: 8, config: fsdp}``. The default trains in the run's process."""
-        gradient_checkpointing: bool = False
-        """Recompute activations in the backward pass instead of keeping them: less memory, more compute
-        (``benchmarks/train_memory.py`` measures both); the trained weights are the same."""
-
-        def validate(self) -> list[str]:
-            problems = []
-            if self.max_steps == 0:
-                problems.append(f"max_steps: must be -1 (train for the epochs) or >= 1, got {self.max_steps}")
-            return problems + tracker_problems(self.report_to)
-
-    @classmethod
-    def device_plan(cls, params: Params, node: Any) -> list[str]:
-        """``sand plan``: where training runs on ``node`` (:class:`sand_framework.accelerator.Node`)."""
-        n, config = int(params.launch.num_processes), params.launch.config
-        what = "LoRA adapter" if params.lora else "full fine-tune"
-        if node.gpus == 0:
-            return [f"train ({what}): {n} CPU process(es)" + (f" under accelerate ({config})" if n > 1 else
-                                                              " in the run's process")]
-        if n <= 1:
-            lines = [f"train ({what}): GPU 0, in the run's process; its cached memory is handed back before the "
-                     f"engines wake (sand_framework.accelerator.hand_back)"]
-            if node.gpus > 1:
-                lines.append(f"note: {node.gpus - 1} GPU(s) idle while training; use trainer.launch.num_processes="
-                             f"{node.gpus} trainer.launch.config={'ddp' if params.lora else 'fsdp'}")
-            return lines
-        if n > node.gpus:
-            raise ValueError(f"trainer.launch.num_processes={n} but the node has {node.gpus} GPU(s)")
-        lines = [f"train ({what}): GPUs 0-{n - 1}, {n} processes under accelerate launch ({config}); the run's "
-                 f"process holds no model meanwhile, every engine sleeps"]
-        if n < node.gpus:
-            lines.append(f"note: {node.gpus - n} GPU(s) idle while training")
-        return lines
 
     @classmethod
     def context_token_budget(cls, params: Params) -> dict[str, tuple[str, int]]:
@@ -141,7 +86,7 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
 
         init = request.init_weights
         if init and not Path(init).exists():
-            raise FileNotFoundError(f"trl_sft: init_weights {init!r} does not exist")
+            raise TrainingInputError(f"trl_sft: init_weights {init!r} does not exist")
         if is_adapter(init):
             from peft import PeftModel
 
@@ -166,7 +111,7 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
 
         p = self.params
         if not request.trajectories:
-            raise ValueError("trl_sft: no trajectories to train on")
+            raise TrainingInputError("trl_sft: no trajectories to train on")
         self._prepare(request)
         use_cuda, dtype, bf16 = self._device()
         tokenizer = self.chat_format.tokenizer

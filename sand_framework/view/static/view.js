@@ -88,7 +88,7 @@
   }
 
   // -- synthesis list ----------------------------------------------------------------------------------------
-  // item rows: [i, task, steps, deliberated, fallbacks, success (1/0/-1), reward, shape]
+  // item rows: [i, task, steps, deliberated, synthesis failed or fallback, success (1/0/-1), reward, shape]
   var synthPage = 0;
   function source(id) {
     return (INDEX.synth || []).filter(function (s) { return s.id === id; })[0] || null;
@@ -133,7 +133,7 @@
     var shown = items.slice(synthPage * PAGE, (synthPage + 1) * PAGE);
     $("s-count").textContent = items.length + " of " + src.items.length + (src.kind === "pairs" ? " pairs" : " units");
     var head = src.kind === "pairs" ? ["#", "pair id", "chosen steps", "", "", "", "chosen reward"]
-      : ["#", "task", "steps", "deliberated", "fallbacks", "outcome", "reward"];
+      : ["#", "task", "steps", "deliberated", "failed / fallback", "outcome", "reward"];
     var tbody = h("tbody");
     shown.forEach(function (it, n) {
       var href = "#synth/" + src.id + "/" + it[0];
@@ -142,7 +142,7 @@
         h("td", {}, h("a", { href: href, text: it[1] })),
         h("td", { class: "r", text: it[2] === null || it[2] === undefined ? "–" : it[2] }),
         h("td", { class: "r" }, src.kind === "pairs" ? "" : it[3] > 0 ? badge(it[3] + " deliberated", "delib") : "0"),
-        h("td", { class: "r" }, src.kind === "pairs" ? "" : it[4] > 0 ? badge(it[4] + " fallback", "warn") : "0"),
+        h("td", { class: "r" }, src.kind === "pairs" ? "" : it[4] > 0 ? badge(it[4] + " failed / fallback", "warn") : "0"),
         h("td", {}, outcome(it[5])),
         h("td", { class: "r", text: num(it[6]) }));
       tbody.appendChild(tr);
@@ -213,7 +213,8 @@
   function renderSandUnit(box, src, i, data) {
     var t = data.trajectory;
     box.appendChild(h("h2", {}, t.task_id, " ", outcome(t.success ? 1 : 0)));
-    box.appendChild(h("p", { class: "muted", text: "unit " + data.unit + " · reward " + num(t.reward) + " · " + t.steps.length + " steps · " + Object.keys(data.records).length + " deliberated" }));
+    var nFailed = Object.keys(data.records).filter(function (k) { return data.records[k].failed; }).length;
+    box.appendChild(h("p", { class: "muted", text: "unit " + data.unit + " · reward " + num(t.reward) + " · " + t.steps.length + " steps · " + (Object.keys(data.records).length - nFailed) + " deliberated" + (nFailed ? " · " + nFailed + " synthesis failed (expert thought kept)" : "") }));
     box.appendChild(pills(data.stats));
     box.appendChild(h("details", {}, h("summary", { text: "Instruction and task" }),
       textBlock("instruction", t.instruction), textBlock("task", t.task)));
@@ -230,11 +231,12 @@
     var href = "#synth/" + src.id + "/" + i + "/" + n;
     var head = h("a", { class: "stephead", href: href },
       h("span", { class: "stepno", text: "step " + n }), " ", h("code", { text: st.action || "(no action)" }), " ",
-      rec ? badge("deliberated", "delib") : badge("not deliberated", "plain"),
-      status === "fallback" ? badge("fallback", "warn") : status === "retried" ? badge("retried", "warn") : null);
+      rec && !rec.failed ? badge("deliberated", "delib") : badge("not deliberated", "plain"),
+      status === "failed" ? badge("synthesis failed", "warn") : status === "fallback" ? badge("fallback", "warn") : status === "retried" ? badge("retried", "warn") : null);
     var card = h("div", { class: "step" + (rec ? " has-rec" : ""), id: "step-" + n, "data-step": n, tabindex: "-1" }, head);
     var body = h("div", { class: "stepbody" });
-    body.appendChild(textBlock(rec ? "thought (synthesized deliberation, trained on)" : "thought", st.thought, rec ? "thought delib-thought" : "thought"));
+    var delib = rec && !rec.failed;
+    body.appendChild(textBlock(delib ? "thought (synthesized deliberation, trained on)" : rec ? "thought (the expert's, kept: the synthesis failed)" : "thought", st.thought, delib ? "thought delib-thought" : "thought"));
     body.appendChild(textBlock("observation", st.observation, "obs"));
     if (rec) body.appendChild(renderRecord(rec, n, data.target));
     else body.appendChild(h("p", { class: "muted small", text: "Not deliberated: the detector said no, or the samples held fewer than two distinct valid actions. Detector scores are recorded for deliberated steps only." }));
@@ -281,7 +283,7 @@
     wrap.appendChild(h("h4", { text: "Rollouts and critiques" }));
     wrap.appendChild(grid);
     var syn = rec.synthesis || {};
-    wrap.appendChild(h("h4", {}, "Deliberation ", syn.status === "fallback" ? badge("fallback (not model-written)", "warn") : badge(syn.status === "retried" ? "model-written, after a retry" : "model-written", "ok")));
+    wrap.appendChild(h("h4", {}, "Deliberation ", syn.status === "failed" ? badge("failed the check: not trained on", "warn") : syn.status === "fallback" ? badge("fallback (not model-written)", "warn") : badge(syn.status === "retried" ? "model-written, after a retry" : "model-written", "ok")));
     wrap.appendChild(h("p", { class: "muted small", text: "attempts " + (syn.attempts || 1) + " · " + (rec.synthesis_tokens === null || rec.synthesis_tokens === undefined ? (String(syn.thought || "").split(/\s+/).filter(Boolean).length + " words (no tokenizer)") : rec.synthesis_tokens + " tokens") }));
     wrap.appendChild(textBlock("synthesized thought", syn.thought, "deliberation"));
     wrap.appendChild(textBlock("the expert's original thought", rec.expert_thought, "muted-block"));

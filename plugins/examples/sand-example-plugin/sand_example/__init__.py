@@ -2,11 +2,13 @@
 
 SAND finds this module through the ``sand`` entry-point group declared in
 ``pyproject.toml`` and calls the ``@hookimpl`` functions below once at
-start-up. Nothing else is needed: no change to SAND, no import of this
+start-up (``sand_add_commands`` only when ``sand`` is asked for a command it does not have, here ``sand lights``). Nothing else is needed: no change to SAND, no import of this
 package anywhere.
 """
 
 from __future__ import annotations
+
+import click
 
 from sand_framework import hookimpl
 
@@ -34,6 +36,21 @@ def sand_register_detectors(register):
 @hookimpl
 def sand_register_methods(register):
     register(SuccessfulReplayMethod)
+
+
+@hookimpl
+def sand_add_commands(cli):
+    @cli.command(name="lights")
+    @click.option("--split", default="train", show_default=True, help="train, seen or unseen.")
+    @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many puzzles.")
+    def lights(split, limit):
+        """List the light-switch puzzles of a split with their shortest solutions (a command added by a plugin)."""
+        env = LightSwitchesEnv()
+        if split not in env.splits():
+            raise click.BadParameter(f"{split!r} is not a split; use one of {', '.join(env.splits())}",
+                                     param_hint="--split")
+        for task in env.tasks(split)[:limit]:
+            click.echo(f"{task}: {' -> '.join(env.expert_actions(task))}")
 
 
 __all__ = ["LightSwitchesEnv", "MajorityMarginDetector", "SuccessfulReplayMethod", "__version__"]
