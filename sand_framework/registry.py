@@ -7,7 +7,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from sand_framework.components import Component
-from sand_framework.components.declared import BY_NAME, uses_problems
+from sand_framework.components.declared import BY_NAME
 from sand_framework.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
 
 
@@ -43,7 +43,8 @@ class Registry:
                 f"{self.kind} {cls.name!r} is registered twice: by plugin {other!r} and by plugin {plugin!r}. "
                 f"Deny one of them with SAND_PLUGINS_DENY={plugin} (or {other})."
             )
-        problems = uses_problems(cls) if self.kind == "method" else []
+        check = BY_NAME[self.kind].class_problems
+        problems = check(cls) if check else []
         if problems:
             raise PluginLoadError(f"plugin {plugin!r}: {cls.__qualname__}: {problems[0]}")
         if cls.kind != self.kind:

@@ -316,7 +316,7 @@ def test_the_example_plugin_declares_the_contract_it_supports():
 
 
 OPTIONAL_HOOKS = ("context_token_budget", "device_plan", "weights_kind", "expect_agent_weights", "rollout_stats",
-                  "input_files", "agent_token_budget", "thought_token_budget")
+                  "input_files", "agent_token_budget", "thought_token_budget", "deliberations", "unit_shape")
 
 
 def test_optional_component_hooks_are_declared_on_the_bases_and_never_looked_up_by_name():
@@ -324,12 +324,37 @@ def test_optional_component_hooks_are_declared_on_the_bases_and_never_looked_up_
     calls it there; a `getattr(component, "hook", None)` would be a hook declared nowhere."""
     import re
 
-    from sand_framework.components import Component, Evaluator, Policy, PreferenceTrainer, Trainer
+    from sand_framework.components import Component, Evaluator, Method, Policy, PreferenceTrainer, Trainer
 
     assert Component.device_plan(None, None) == [] and Component.context_token_budget(None) == {}
     assert Trainer.weights_kind(None) is None and PreferenceTrainer.weights_kind(None) is None
     assert Policy.expect_agent_weights(None, "full") is None and Evaluator.rollout_stats is None
+    assert Method.unit_shape == "generic"
     core = Path(__file__).resolve().parent.parent / "sand_framework"
     looked_up = [f"{p.relative_to(core)}: {m.group(0)}" for p in core.rglob("*.py")
                  for m in re.finditer(r"getattr\(.*?[\"'](%s)[\"']" % "|".join(OPTIONAL_HOOKS), p.read_text())]
     assert not looked_up, looked_up
+
+
+def test_a_method_whose_units_carry_records_still_has_them_told_with_a_deprecation():
+    """Until 0.3.1 the engine read ``unit["records"]`` of every method as deliberated steps; 0.3.2 asks
+    ``Method.deliberations``, whose default keeps that reading for one more minor release, with a warning."""
+    from sand_framework.components import Method
+    from sand_framework.components.base import NoParams
+
+    class Legacy(Method[NoParams]):
+        name, description, produces = "legacy", "a 0.3.1 method that stores SAND-shaped records", "sft"
+
+        def build(self, trajectories, tools, seed):
+            return []
+
+        def assemble(self, units, trajectories):
+            raise NotImplementedError
+
+    method = Legacy(NoParams())
+    assert method.deliberations({"trajectory": {}}) == []
+    with pytest.warns(DeprecationWarning, match=r"override Method.deliberations\(unit\)"):
+        told = method.deliberations({"records": [{"task_id": "t", "step_index": 2, "expert_action": "go west",
+                                                  "expert_thought": "", "candidates": [], "rollouts": [],
+                                                  "critiques": [], "synthesis": {"thought": ""}}]})
+    assert [(r.step_index, r.expert_action) for r in told] == [(2, "go west")]

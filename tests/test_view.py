@@ -54,9 +54,20 @@ def test_a_failed_synthesis_is_shown_and_not_counted():
               "expert_thought": "The coin is east."}
     unit = {"trajectory": {"task_id": "t", "steps": [step], "success": True, "reward": 1.0}, "records": [],
             "failed": [record], "stats": {"steps": 1, "deliberated": 0, "synthesis_failed": 1}}
-    chunk, row = synthesis_unit("t", unit, None, 2)
+    chunk, row = synthesis_unit("t", unit, None, 2, "deliberation")
     assert chunk["records"]["0"]["failed"] is True and "failed" not in chunk["extra"]
     assert row[2:4] == [0, 1]  # deliberated 0, failed or fallback 1
+    generic, row = synthesis_unit("t", unit, None, 2)  # the same keys from a method that declares no shape
+    assert generic["shape"] == "generic" and generic["data"] == unit and row[-1] == "generic"
+
+
+def test_the_viewer_asks_each_method_for_its_unit_shape():
+    """Issue 38: SAND declares the deliberation shape, the others (and a method this machine lacks) are generic."""
+    from sand_framework.view.build import unit_shapes
+
+    shapes = unit_shapes()
+    assert shapes["sand"] == "deliberation"
+    assert {shapes[m] for m in ("rft", "eto", "ipr", "pairs_file")} == {"generic"}
 
 
 @pytest.fixture(scope="module")

@@ -152,7 +152,11 @@ def _stage_inputs(recipe: Recipe, stage: str, version: int) -> dict[str, Any]:
     if parsed is None:
         raise ValueError(f"not a stage name: {stage!r}")
     kind, k = parsed
-    slot = lambda name: {"name": recipe.slots[name][0], **settings(recipe.slots[name][1])}  # noqa: E731
+    def slot(name: str) -> dict[str, Any]:
+        if name not in recipe.slots:  # a slot the method does not use, left out of the run: {} (version 1's reading)
+            return {}
+        return {"name": recipe.slots[name][0], **settings(recipe.slots[name][1])}
+
     inputs: dict[str, Any] = {"environment": slot("environment"), "data": settings(recipe.data)}
     if kind == "expert":
         return inputs

@@ -62,7 +62,7 @@ def prepare(data: dict[str, Any], plugin_dirs: list[str] = (), source: str | Non
     registries = plugins.registries()
     data, notes = settle_swaps(data, registries)
     recipe = validate(data, registries, source)
-    recipe.notes = notes
+    recipe.notes = notes + recipe.notes
     return recipe, plugins, registries
 
 

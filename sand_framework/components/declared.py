@@ -42,6 +42,9 @@ class Kind:
     default: str | None = None
     """The component a recipe that leaves this slot out gets (recipes written before the slot existed keep
     their meaning); None: the slot is required."""
+    class_problems: Callable[[type], list[str]] | None = None
+    """What is wrong with a class registered as this kind, beyond its base and name (the registry refuses the
+    first problem, naming the plugin); None: nothing more to check."""
 
     @property
     def name(self) -> str:
@@ -62,7 +65,7 @@ KINDS: tuple[Kind, ...] = (
     Kind(Executor, "executors", synthesis=True),
     Kind(Critic, "critics", synthesis=True),
     Kind(Synthesizer, "synthesizers", synthesis=True),
-    Kind(Method, "methods", synthesis=False, default="sand"),
+    Kind(Method, "methods", synthesis=False, default="sand", class_problems=lambda cls: uses_problems(cls)),
     Kind(Trainer, "trainers", synthesis=False),
     Kind(PreferenceTrainer, "preference_trainers", synthesis=False, default="trl_dpo"),
     Kind(Evaluator, "evaluators", synthesis=False),
@@ -98,6 +101,22 @@ def method_slots(method: type[Method] | None) -> tuple[str, ...]:
         return SYNTHESIS_SLOTS
     wanted = set(ALWAYS_GIVEN) | set(uses)
     return tuple(s for s in SYNTHESIS_SLOTS if s in wanted)
+
+
+EVERY_RUN: tuple[str, ...] = ("environment", "policy", "method", "trainer", "preference_trainer", "evaluator")
+"""The slots every run has, whatever its method: the environment and the policy every method is given, the method,
+the SFT trainer of the behavior initialization, the preference trainer (a default fills it; only a preference
+method's iterations build it) and the evaluator."""
+
+
+def required_slots(method: type[Method] | None, iterations: int | None = None) -> tuple[str, ...]:
+    """The slots a recipe of ``method`` must fill, in recipe order: :data:`EVERY_RUN` and the synthesis slots it
+    uses (:func:`method_slots`); with ``iterations`` 0 (the method never runs: an SFT agent evaluated, e.g. by
+    Best-of-N) only :data:`ALWAYS_GIVEN` of them. Validation requires these, builds and keeps only these (a
+    recipe's other slots are checked, then left out with a note), so fingerprints, the pipeline and ``sand view``
+    see the same set. An unknown method (``None``) or one that declares no ``uses`` requires every slot."""
+    wanted = set(EVERY_RUN) | set(ALWAYS_GIVEN if iterations == 0 else method_slots(method))
+    return tuple(s for s in SLOTS if s in wanted)
 
 
 def uses_problems(method: type[Method]) -> list[str]:

@@ -17,6 +17,7 @@ every arm of a comparison, stays with ``trainer``.
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -24,7 +25,7 @@ from typing import Any, ClassVar, Literal
 from sand_framework.components.base import Component, P
 from sand_framework.components.environment import Environment
 from sand_framework.components.policy import Policy
-from sand_framework.types import PreferencePair, Trajectory
+from sand_framework.types import DeliberationRecord, PreferencePair, Trajectory
 
 DataKind = Literal["sft", "preference"]
 """What a method's iteration trains on: SFT trajectories, or preference pairs."""
@@ -106,6 +107,12 @@ class Method(Component[P], abc.ABC):
     declared): every synthesis slot is fingerprinted and may be called
     (:func:`~sand_framework.components.declared.method_slots`)."""
 
+    unit_shape: ClassVar[Literal["deliberation", "generic"]] = "generic"
+    """How ``sand view`` shows this method's units: ``deliberation`` (SAND's shape: the unit's ``trajectory``, its
+    ``records`` and ``failed`` deliberation records, step by step beside the rendered training target) or
+    ``generic`` (each unit kept whole, shown as a tree). The viewer asks the method instead of guessing from a
+    unit's keys."""
+
     @abc.abstractmethod
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         """Required. One unit (a JSON-serializable dict, with a ``"stats"`` dict of numbers) per trajectory."""
@@ -132,6 +139,18 @@ class Method(Component[P], abc.ABC):
     def summarize(self, units: list[dict[str, Any]]) -> dict[str, Any]:
         """Provided: :func:`unit_totals` of the units."""
         return unit_totals(units)
+
+    def deliberations(self, unit: dict[str, Any]) -> list[DeliberationRecord]:
+        """Provided (override when a unit holds deliberated steps): the deliberated steps of one stored unit,
+        which the engine tells observers of (``sand_step_deliberated``) as the unit is saved. Default: none, except
+        for a unit with SAND's ``records`` key: until 0.3.1 the engine read that key of every method's units, so
+        those are still returned, with a ``DeprecationWarning`` (0.4 returns none: override this instead)."""
+        if type(self).deliberations is Method.deliberations and unit.get("records"):
+            warnings.warn(f"method {self.name!r}: the engine read `records` of its units as deliberated steps until "
+                          "SAND 0.3.1; override Method.deliberations(unit) to keep telling sand_step_deliberated "
+                          "observers of them (0.4 reads no unit key)", DeprecationWarning, stacklevel=2)
+            return [DeliberationRecord.from_dict(r) for r in unit["records"]]
+        return []
 
 
 def unit_totals(units: list[dict[str, Any]]) -> dict[str, Any]:

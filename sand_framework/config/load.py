@@ -68,7 +68,8 @@ def find_recipe(ref: str, relative_to: Path | None = None) -> Path:
                 return c.resolve()
         except OSError:  # a name too long for the file system, a loop of links
             continue
-    known = sorted(str(p.relative_to(d)).removesuffix(".yaml") for d in bundled_recipe_dirs() for p in d.rglob("*.yaml"))
+    known = sorted(str(p.relative_to(d)).removesuffix(".yaml") for d in bundled_recipe_dirs() for p in d.rglob("*.yaml")
+                   if not p.name.startswith("_"))  # _name.yaml: a part other recipes extend, not run alone
     raise RecipeError([f"recipe {ref!r} not found; bundled recipes: {', '.join(known) or '(none)'}"])
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from sand_framework.components.declared import BY_NAME
+from sand_framework.components.declared import BY_NAME, EVERY_RUN, required_slots
 from sand_framework.components.method import TRAINER_SLOT
 from sand_framework.config.budgets import check_budgets, check_context
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe, evaluable_models
@@ -77,13 +77,18 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         if not found and not own:
             sections[key] = section
     slots: dict[str, tuple[str, Any]] = {}
+    method = _method_class(data, registries)
+    needed = required_slots(method, _iterations(data, sections))
     for kind in SLOTS:
         node = data.get(kind)
-        if node is None and BY_NAME[kind].default is not None:  # a slot added after the recipe was written
+        if node is None and kind in needed and BY_NAME[kind].default is not None:  # added after the recipe
             node = data[kind] = {"name": BY_NAME[kind].default}
         if node is None:
-            problems.append(f"{kind}: missing component slot; add e.g. `{kind}: {{name: ...}}` "
-                            f"(available: {', '.join(registries[kind].names()) or 'none'})")
+            if kind in needed:
+                why = (f" (method {method.name!r} uses it; run.iterations > 0 runs the method)"
+                       if method is not None and kind not in EVERY_RUN else "")
+                problems.append(f"{kind}: missing component slot{why}; add e.g. `{kind}: {{name: ...}}` "
+                                f"(available: {', '.join(registries[kind].names()) or 'none'})")
             continue
         if not isinstance(node, dict) or "name" not in node:
             problems.append(f"{kind}: expected a mapping with a `name`, got {short(node)}")
@@ -106,15 +111,40 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
                                        report_build="environment" in slots)
     if "run" in sections and "eval" in sections:
         problems += _check_eval_models(sections["eval"].models, sections["run"].iterations)
-    if "run" in sections and len(slots) == len(SLOTS):
+    complete = all(k in slots for k in needed)
+    slots = {k: v for k, v in slots.items() if k in needed}  # checked above, kept only where the method uses it
+    if "run" in sections and complete:
         problems += check_budgets(slots, registries, sections["run"].iterations)
         problems += _check_method_trainer(slots, registries)
-    if len(slots) == len(SLOTS):
+    if complete:
         problems += check_context(slots, registries)
     if problems:
         raise RecipeError(problems, source)
+    unused = [k for k in SLOTS if k not in needed and isinstance(data.get(k), dict)]
+    notes = []
+    if unused:
+        notes.append(f"method {slots['method'][0]!r} does not use {', '.join(unused)}: checked, then left out of "
+                     f"the run (its slots: {', '.join(needed)})")
+        data = {k: v for k, v in data.items() if k not in unused}
     classes = {kind: registries[kind].get(name) for kind, (name, _) in slots.items()}
-    return Recipe(slots=slots, raw=data, classes=classes, **sections)
+    return Recipe(slots=slots, raw=data, classes=classes, notes=notes, **sections)
+
+
+def _iterations(data: dict[str, Any], sections: dict[str, Any]) -> int | None:
+    """``run.iterations``, as validated, or as written when another ``run`` setting failed (so that failure does
+    not also report the method's slots missing); None when neither says."""
+    if "run" in sections:
+        return sections["run"].iterations
+    written = data.get("run", {}).get("iterations") if isinstance(data.get("run"), dict) else None
+    return written if isinstance(written, int) and not isinstance(written, bool) else None
+
+
+def _method_class(data: dict[str, Any], registries: Registries) -> type | None:
+    """The registered class of the recipe's method (the default when the slot is left out), or None when it
+    names none that is registered: then every slot is required, as before methods declared their slots."""
+    node = data.get("method")
+    name = node.get("name") if isinstance(node, dict) else BY_NAME["method"].default if node is None else None
+    return registries["method"].get(name) if isinstance(name, str) and name in registries["method"] else None
 
 
 def _check_environment(registries: Registries, name: str, params: Any, data: Any, evals: Any,

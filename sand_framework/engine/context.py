@@ -15,6 +15,7 @@ from rich.console import Console
 from sand_framework.accelerator import hand_back
 from sand_framework.components import Component
 from sand_framework.config import Recipe
+from sand_framework.errors import ComponentError
 from sand_framework.lifecycle import RunInfo, notify
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
@@ -64,6 +65,11 @@ class RunContext:
     def component(self, kind: str) -> Any:
         """The one component selected for ``kind`` by the recipe (built on first use)."""
         if kind not in self.components:
+            if kind not in self.recipe.slots:
+                method = self.recipe.slots["method"][0]
+                raise ComponentError(f"the run asked for the {kind!r} component, but method {method!r} does not "
+                                     f"use that slot (its slots: {', '.join(self.recipe.slots)}); a component "
+                                     "that needs it must be declared in the method's `uses`")
             name, params = self.recipe.slots[kind]
             self.components[kind] = self.registries.build(kind, name, params)
         return self.components[kind]

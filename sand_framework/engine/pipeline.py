@@ -40,7 +40,7 @@ from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.pairs import write_preference_pairs
 from sand_framework.metrics import rollout_rates, synthesis_rates
-from sand_framework.types import DeliberationRecord, Trajectory
+from sand_framework.types import Trajectory
 from sand_framework.unit_saved import listening, unit_saved
 
 T = TypeVar("T")
@@ -265,7 +265,7 @@ class Pipeline:
             policy.set_agent_weights(weights["agent"])
             tools = MethodTools(env=self.env, policy=policy, component=method_component(method, self.ctx.component),
                                 iteration=iteration, weights=dict(weights))
-            executor = self.ctx.component("executor")
+            executor = self.ctx.component("executor") if "executor" in self.recipe.slots else None
             with self.progress() as prog:
                 bar = prog.add_task(f"{method.name} iter {iteration}", total=len(trajs),
                                     completed=sum(t in log for t in order))
@@ -274,7 +274,7 @@ class Pipeline:
                     if not todo:
                         continue
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
-                    before = (dict(policy.stats), dict(executor.stats))
+                    before = (dict(policy.stats), dict(executor.stats) if executor else {})
                     t0 = time.time()
                     units = method.build(todo, tools, seed)
                     if len(units) != len(todo):
@@ -283,10 +283,10 @@ class Pipeline:
                                              "trajectory, in order (fix the method, then `sand run --resume "
                                              f"{self.rd.path}`)")
                     units[0].setdefault("stats", {}).update(batch_cost(
-                        before, (policy.stats, executor.stats), time.time() - t0))
+                        before, (policy.stats, executor.stats if executor else {}), time.time() - t0))
                     for traj, unit in zip(todo, units):
-                        for rec in unit.get("records", []):
-                            self._notify("sand_step_deliberated", record=DeliberationRecord.from_dict(rec))
+                        for rec in method.deliberations(unit):
+                            self._notify("sand_step_deliberated", record=rec)
                         log.append(traj.task_id, unit)
                         unit_saved(traj.task_id)
                         prog.advance(bar)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sand_framework.components.declared import SLOTS
 from sand_framework.metrics import (
     BANDS,
     aggregate_results,
@@ -159,8 +160,10 @@ def _of(part: Any, whole: Any) -> str | None:
 
 
 def components_table(runs: list[RunData]) -> str:
-    """Which run is which: path, base model and the components that differ between ablations."""
-    kinds = ["detector", "sampler", "critic", "synthesizer", "trainer"]
+    """Which run is which: path, base model and each run's components (the kinds declared once, in
+    :mod:`sand_framework.components.declared`), less those every run of the table shares with the others."""
+    present = [k for k in SLOTS if any(run.component(k) != "-" for run in runs)]
+    kinds = [k for k in present if len({run.component(k) for run in runs}) > 1] if len(runs) > 1 else present
     header = ["run", "path", "base model", "iterations", *kinds]
     rows = []
     for run in runs:

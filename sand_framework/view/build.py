@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from sand_framework.components.declared import BY_NAME, SLOTS
+from sand_framework.config.schema import SECTIONS
 from sand_framework.errors import RunDirError
 from sand_framework.report import tables
 from sand_framework.report.data import RunData, load_runs, model_order, split_order
@@ -28,11 +30,6 @@ from sand_framework.store import RunLayout as L, UnitLog, read_json
 
 PAIRS_PER_CHUNK = 50
 """Preference pairs per data file (pairs are small; one file per pair would mean thousands of files)."""
-SLOTS = ("environment", "policy", "method", "sampler", "detector", "executor", "critic", "synthesizer", "trainer",
-         "preference_trainer", "evaluator")
-"""Recipe slots listed in the overview, in pipeline order (others found in the recipe follow)."""
-SECTIONS = ("run", "model", "data", "eval", "plugins")
-"""Recipe sections that are not component slots (``run`` has a ``name`` too)."""
 
 
 @dataclass
@@ -293,17 +290,31 @@ def _steps(obj: Any) -> list[dict[str, Any]] | None:
     return obj.get("steps") if isinstance(obj, dict) and isinstance(obj.get("steps"), list) else None
 
 
+def unit_shapes() -> dict[str, str]:
+    """Method name -> its :attr:`~sand_framework.components.Method.unit_shape`, for the methods of the built-ins
+    and the installed plugins (a method this machine does not have is shown ``generic``: its units' keys are not
+    guessed at). Plugins a run's recipe names by module or folder are not loaded: that needs the user's say-so."""
+    from sand_framework.plugins import load_plugins
+
+    methods = load_plugins([], []).registries()["method"]
+    return {name: methods.get(name).unit_shape for name in methods.names()}
+
+
 def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
-    """One source per (run, iteration) unit log and per pair file; each unit is one item with its own chunk."""
+    """One source per (run, iteration) unit log and per pair file; each unit is one item with its own chunk,
+    shown in the shape its method declares."""
     sources = []
+    shapes: dict[str, str] | None = None
     for run in site.runs:
         done = (read_json(run.path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
         n_samples = (run.recipe.get("sampler") or {}).get("n")
         for k in L.iterations_in(run.path):
             method = (done.get(L.synth_stage(k)) or {}).get("method") or run.component("method")
-            method = method if method not in ("-", "?") else "sand"
+            method = method if method not in ("-", "?") else BY_NAME["method"].default  # the slot's default
             log_path = run.path / L.synthesis_units(k)
             if log_path.is_file():
+                shapes = unit_shapes() if shapes is None else shapes
+                shape = shapes.get(method, "generic")
                 sid = f"s{len(sources)}"
                 log = UnitLog(log_path)
                 if log.corrupt:
@@ -313,11 +324,11 @@ def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
                 items = []
                 for i, (unit_id, data) in enumerate(log.records.items()):
                     data = data if isinstance(data, dict) else {"value": data}
-                    if renderer is None and isinstance(data.get("trajectory"), dict):
+                    if renderer is None and shape == "deliberation" and isinstance(data.get("trajectory"), dict):
                         renderer = TargetRenderer(run, k)
                         if renderer.error:
                             site.notes.append(f"{run.label} iter{k}: {renderer.error}")
-                    chunk, row = synthesis_unit(unit_id, data, renderer, n_samples)
+                    chunk, row = synthesis_unit(unit_id, data, renderer, n_samples, shape)
                     site.chunks[f"{sid}/{i}"] = chunk
                     items.append([i, *row])
                 sources.append({"id": sid, "kind": "units", "run": run.label, "iteration": k, "method": method,
@@ -329,15 +340,16 @@ def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
 
 
 def synthesis_unit(unit_id: str, data: dict[str, Any], renderer: TargetRenderer | None,
-                   n_samples: int | None) -> tuple[dict[str, Any], list[Any]]:
+                   n_samples: int | None, shape: str = "generic") -> tuple[dict[str, Any], list[Any]]:
     """A unit's chunk and its index row ``[task, steps, deliberated, failed or fallback, success, reward, shape]``
-    (a step whose synthesis failed is in the chunk's records, marked ``failed``: shown, not deliberated)."""
+    (a step whose synthesis failed is in the chunk's records, marked ``failed``: shown, not deliberated). A unit of
+    a ``deliberation``-shaped method that lacks that shape's keys (damaged) is shown whole, as any other."""
     stats = data.get("stats") if isinstance(data.get("stats"), dict) else {}
     traj = data.get("trajectory") if isinstance(data.get("trajectory"), dict) else None
     records = data.get("records") if isinstance(data.get("records"), list) else None
     failed = data.get("failed") if isinstance(data.get("failed"), list) else []
     task = (traj or {}).get("task_id") or data.get("task_id") or unit_id
-    if traj is not None and _steps(traj) is not None and records is not None:
+    if shape == "deliberation" and traj is not None and _steps(traj) is not None and records is not None:
         by_step = {}
         for rec in [*records, *({**r, "failed": True} for r in failed if isinstance(r, dict))]:
             if not isinstance(rec, dict):

@@ -12,7 +12,7 @@ from typing import Any
 from sand_framework import hookimpl
 from sand_framework.components import IterationData, Method, MethodTools, NoParams
 from sand_framework.synthesis import Components, RolloutCache, synthesize_batch
-from sand_framework.types import Trajectory
+from sand_framework.types import DeliberationRecord, Trajectory
 
 
 class SandMethod(Method[NoParams]):
@@ -22,6 +22,7 @@ class SandMethod(Method[NoParams]):
     description = "sample N actions per expert step; where they disagree roll out, critique, synthesize a deliberation"
     produces = "sft"
     uses = ("detector", "sampler", "executor", "critic", "synthesizer")
+    unit_shape = "deliberation"
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         cache = tools.shared.setdefault("rollout_cache", RolloutCache())  # identical branches run once per iteration
@@ -29,6 +30,10 @@ class SandMethod(Method[NoParams]):
         return [{"trajectory": out.trajectory.to_dict(), "records": [r.to_dict() for r in out.records],
                  "failed": [r.to_dict() for r in out.failed], "stats": out.stats}
                 for out in synthesize_batch(trajectories, comps, seed)]
+
+    def deliberations(self, unit: dict[str, Any]) -> list[DeliberationRecord]:
+        """The unit's deliberated steps (``records``; the failed syntheses in ``failed`` are not deliberations)."""
+        return [DeliberationRecord.from_dict(r) for r in unit.get("records", [])]
 
     def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:
         """The deliberation trajectories are both what is trained on and the next iteration's expert data
