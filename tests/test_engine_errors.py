@@ -82,7 +82,7 @@ def test_a_stage_left_without_a_unit_is_incomplete_and_not_recorded_done(tmp_pat
     finally:
         p.ctx.close()
     assert err.value.exit_code == 5
-    assert "1 trajectory(ies) got no record" in str(err.value) and "sand run --resume" in str(err.value)
+    assert "1 unit(s) got no record" in str(err.value) and "sand run --resume" in str(err.value)
     assert not p.rd.stage_done(L.synth_stage(1))
 
 

@@ -12,6 +12,7 @@ import pytest
 from scripted import ScriptedPolicy
 from sand_framework.components import Environment
 from sand_framework.engine.evaluation import evaluate_tasks
+from sand_framework.engine.units import StageUnits
 from sand_framework.store import UnitLog
 from sand_framework.types import Completion, SamplingParams, StepResult
 
@@ -168,8 +169,10 @@ def test_deterministic_across_calls_batchings_and_a_resumed_evaluation(registrie
     assert split == once
     # through the engine's resumable loop: tasks 1 and 4 were recorded before an interruption
     log = UnitLog(tmp_path / "unseen.units.jsonl")
-    evaluate_tasks([tasks[1], tasks[4]], log, ev, env, lambda: ScriptedPolicy(ACTIONS), batch_size=2)
-    resumed = evaluate_tasks(tasks, UnitLog(log.path), ev, env, lambda: ScriptedPolicy(ACTIONS), batch_size=4)
+    evaluate_tasks(StageUnits.open("eval", log, [tasks[1], tasks[4]], "resume"), ev, env,
+                   lambda: ScriptedPolicy(ACTIONS), batch_size=2)
+    resumed = evaluate_tasks(StageUnits.open("eval", UnitLog(log.path), tasks, "resume"), ev, env,
+                             lambda: ScriptedPolicy(ACTIONS), batch_size=4)
     assert _kept(resumed) == once
     other_seed = build(registries, n=3, scorer="oracle", seed=7)
     assert _kept(other_seed.evaluate(tasks, env, ScriptedPolicy(ACTIONS))) != once

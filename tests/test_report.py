@@ -170,6 +170,7 @@ def test_evaluate_tasks_resumes_per_task(twx, registries, tmp_path):
     from scripted import ScriptedPolicy
 
     from sand_framework.engine.evaluation import evaluate_tasks
+    from sand_framework.engine.units import StageUnits
     from sand_framework.store import UnitLog
 
     evaluator = registries.build("evaluator", "greedy", {"max_steps": 3})
@@ -182,14 +183,16 @@ def test_evaluate_tasks_resumes_per_task(twx, registries, tmp_path):
 
     tasks = twx.tasks("seen")
     log = UnitLog(tmp_path / "eval" / "m" / "seen.units.jsonl")
-    first = evaluate_tasks(tasks[:2], log, evaluator, twx, agent, batch_size=2)
+    first = evaluate_tasks(StageUnits.open("eval", log, tasks[:2], "resume"), evaluator, twx, agent, batch_size=2)
     calls = len(policy.calls)
     assert [r.trajectory.task_id for r in first] == tasks[:2] and len(loads) == 1
     assert all(0 < len(r.trajectory.steps) <= 3 and r.prompt_tokens > 0 for r in first)
-    again = evaluate_tasks(tasks[:3], UnitLog(log.path), evaluator, twx, agent, batch_size=2)
+    again = evaluate_tasks(StageUnits.open("eval", UnitLog(log.path), tasks[:3], "resume"), evaluator, twx, agent,
+                           batch_size=2)
     assert [r.trajectory.to_dict() for r in again[:2]] == [r.trajectory.to_dict() for r in first]
     assert len(UnitLog(log.path)) == 3 and len(loads) == 2 and len(policy.calls) > calls
-    done = evaluate_tasks(tasks[:3], UnitLog(log.path), evaluator, twx, agent, batch_size=2)
+    done = evaluate_tasks(StageUnits.open("eval", UnitLog(log.path), tasks[:3], "resume"), evaluator, twx, agent,
+                          batch_size=2)
     assert len(done) == 3 and len(loads) == 2  # nothing to do: the policy is never built
     evaluator.close()
 

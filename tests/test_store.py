@@ -147,3 +147,36 @@ def test_a_run_folder_under_a_file_is_a_run_dir_error_naming_the_file(tmp_path):
         RunDir.create(tmp_path / "afile" / "sub", "smoke")
     with pytest.raises(RunDirError, match=r"afile is a file, not a folder; choose another --run-dir"):
         RunDir.create_at(tmp_path / "afile" / "x")
+
+
+def test_a_stages_units_redo_only_what_is_missing_and_refuse_done_while_any_is(tmp_path):
+    """The one resumable-unit helper the expert, build and eval stages share (engine/units.py)."""
+    from rich.console import Console
+
+    from sand_framework.engine.units import StageUnits
+    from sand_framework.errors import IncompleteStageError
+    from sand_framework.unit_saved import listening
+
+    log = UnitLog(tmp_path / "u.jsonl")
+    log.append("a", 1)
+    log.append("b", 2)
+    with open(log.path, "ab") as f:
+        f.write(b'{"unit": "c", "sha"')  # torn by a kill
+    console = Console(record=True, width=200)
+    units = StageUnits.open("synth/iter1", UnitLog(log.path), ["a", "b", "c", "d"], "sand run --resume R", console)
+    assert "1 damaged record(s) (lines [3]); redoing the 2 unit(s) without an intact record" in console.export_text()
+    assert units.todo == ["c", "d"] and units.done == 2
+    with pytest.raises(IncompleteStageError, match=r"synth/iter1: 2 unit\(s\) got no record \(\['c', 'd'\]\).*"
+                                                   r"`sand run --resume R` redoes them"):
+        units.values()
+    told = []
+    with listening(told.append):
+        units.save("c", 3)
+    assert told == ["c"] and units.todo == ["d"]
+    units.save("d", 4)
+    assert units.values() == [1, 2, 3, 4] and UnitLog(log.path).get("d") == 4  # on disk, in the stage's order
+    done = UnitLog(tmp_path / "done.jsonl")
+    done.append("a", 1)
+    console = Console(record=True, width=200)
+    StageUnits.open("eval", UnitLog(done.path), ["a", "e"], "again", console, finished=True)
+    assert "1 unit(s) of the finished stage have no record; redoing them" in console.export_text()

@@ -18,6 +18,7 @@ from sand_framework.app.runner import prepare, stopped_because
 from sand_framework.config.load import load_recipe, merge, parse_overrides
 from sand_framework.engine.context import RunContext, cache_dir
 from sand_framework.engine.evaluation import evaluate_tasks
+from sand_framework.engine.units import StageUnits
 from sand_framework.errors import RunDirError
 from sand_framework.logs import run_log
 from sand_framework.store import RunDir, RunLayout as L, read_json
@@ -165,14 +166,13 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
 
                 results = {}
                 for split in splits:
-                    task_ids = env.tasks(split)[:limit]
-                    log = rd.units(L.eval_units(model.label, split))
-                    if log.corrupt:
-                        ctx.console.print(f"[yellow]{log.path}: torn record(s) at lines {log.corrupt}; redoing those")
+                    units = StageUnits.open(f"eval {model.label}/{split}", rd.units(L.eval_units(model.label, split)),
+                                            env.tasks(split)[:limit], f"the same `sand eval` with -o {rd.path}",
+                                            ctx.console)
                     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                         TimeElapsedColumn(), console=ctx.console,
                                         disable=os.environ.get("SAND_NO_PROGRESS") == "1")
-                    task_results = evaluate_tasks(task_ids, log, evaluator, env, agent, recipe.eval.batch_size,
+                    task_results = evaluate_tasks(units, evaluator, env, agent, recipe.eval.batch_size,
                                                   progress, f"eval {model.label}/{split}")
                     results[split] = evaluator.aggregate(task_results)
             except Exception as exc:

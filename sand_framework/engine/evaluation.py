@@ -10,14 +10,12 @@ and the task's prompt/completion token counts.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from sand_framework.components import Environment, Evaluator, Policy, TaskResult
+from sand_framework.engine.units import StageUnits
 from sand_framework.metrics import task_results_from_units
-from sand_framework.store import UnitLog
-from sand_framework.unit_saved import unit_saved
 
 
 def eval_unit(result: TaskResult) -> dict[str, Any]:
@@ -26,24 +24,18 @@ def eval_unit(result: TaskResult) -> dict[str, Any]:
             "completion_tokens": result.completion_tokens}
 
 
-def evaluate_tasks(task_ids: list[str], log: UnitLog, evaluator: Evaluator, env: Environment,
-                   policy: Callable[[], Policy], batch_size: int, progress: Any = None,
-                   label: str = "eval") -> list[TaskResult]:
-    """Evaluate the tasks ``log`` lacks, in batches, and return every task's result in ``task_ids`` order.
+def evaluate_tasks(units: StageUnits, evaluator: Evaluator, env: Environment, policy: Callable[[], Policy],
+                   batch_size: int, progress: Any = None, label: str = "eval") -> list[TaskResult]:
+    """Evaluate the tasks ``units`` still lacks, in batches, and return every task's result in their order.
 
     ``policy`` is called only when some task is still to do, so a finished
     evaluation never loads a model. ``progress`` is an optional rich Progress.
     """
-    todo = [t for t in task_ids if t not in log]
+    todo = units.todo
     if todo:
         agent = policy()
-        with progress if progress is not None else contextlib.nullcontext() as prog:
-            bar = (prog.add_task(label, total=len(task_ids), completed=len(task_ids) - len(todo))
-                   if prog is not None else None)
+        with units.progress(progress, label):
             for i in range(0, len(todo), max(1, batch_size)):
                 for res in evaluator.evaluate(todo[i:i + batch_size], env, agent):
-                    log.append(res.trajectory.task_id, eval_unit(res))
-                    unit_saved(res.trajectory.task_id)
-                    if prog is not None:
-                        prog.advance(bar)
-    return task_results_from_units(log.values(task_ids))
+                    units.save(res.trajectory.task_id, eval_unit(res))
+    return task_results_from_units(units.values())

@@ -35,13 +35,14 @@ from sand_framework.components.declared import method_component
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
-from sand_framework.errors import ComponentError, EmptyStageError, IncompleteStageError, RecipeError
+from sand_framework.engine.units import StageUnits
+from sand_framework.errors import ComponentError, EmptyStageError, RecipeError
 from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.pairs import write_preference_pairs
 from sand_framework.metrics import rollout_rates, synthesis_rates
 from sand_framework.types import Trajectory
-from sand_framework.unit_saved import listening, unit_saved
+from sand_framework.unit_saved import listening
 
 T = TypeVar("T")
 
@@ -104,6 +105,11 @@ class Pipeline:
     def _unit_saved(self, unit: str) -> None:
         self._notify("sand_unit_saved", stage=self.stage, unit=unit)
 
+    def _units(self, stage: str, log: str, ids: list[str]) -> StageUnits:
+        """Stage ``stage``'s units ``ids``, kept in the run's unit log ``log`` (a path in the run directory)."""
+        return StageUnits.open(stage, self.rd.units(log), ids, f"sand run --resume {self.rd.path}", self.ctx.console,
+                               finished=self.rd.stage_done(stage))
+
     @property
     def env(self):
         return self.ctx.component("environment")
@@ -115,13 +121,11 @@ class Pipeline:
         """Expert trajectories, one unit per task; a missing or damaged unit is redone, even after the stage."""
         data = self.recipe.data
         self._enter(L.EXPERT, not self.rd.stage_done(L.EXPERT))
-        log = self.rd.units(L.EXPERT_UNITS)
+        task_ids = ["expert"] if data.source != "env" else self.env.tasks(data.split)[: data.limit]
+        units = self._units(L.EXPERT, L.EXPERT_UNITS, task_ids)
         redone = False
-        if log.corrupt:
-            self.ctx.console.print(f"[yellow]{log.path}: {len(log.corrupt)} damaged record(s) (lines {log.corrupt}); "
-                                   "redoing those expert trajectories")
         if data.source != "env":
-            if not ("expert" in log and log.get("expert")):  # an empty record (older runs) is re-read too
+            if units.todo or not units.log.get("expert"):  # an empty record (older runs) is re-read too
                 redone = True
                 if not data.path or not Path(data.path).is_file():
                     raise RecipeError([f"data.path: expert file {data.path!r} not found; make one with "
@@ -132,20 +136,15 @@ class Pipeline:
                 trajs = reader(data.path, self.env.name)[: data.limit]
                 if not trajs:
                     raise EmptyStageError(self._no_expert_data(0))
-                log.append("expert", [t.to_dict() for t in trajs])
-                unit_saved("expert")
-            trajs = [Trajectory.from_dict(d) for d in log.get("expert")]
+                units.save("expert", [t.to_dict() for t in trajs])
+            trajs = [Trajectory.from_dict(d) for d in units.values()[0]]
         else:
-            task_ids = self.env.tasks(data.split)[: data.limit]
-            todo = log.missing(task_ids)
+            todo = units.todo
             redone = bool(todo)
-            with self.progress() as prog:
-                bar = prog.add_task("expert trajectories", total=len(task_ids), completed=len(task_ids) - len(todo))
+            with units.progress(self.progress(), "expert trajectories"):
                 for task_id in todo:
-                    log.append(task_id, self.expert_trajectory(task_id).to_dict())
-                    unit_saved(task_id)
-                    prog.advance(bar)
-            trajs = [Trajectory.from_dict(d) for d in log.values(task_ids)]
+                    units.save(task_id, self.expert_trajectory(task_id).to_dict())
+            trajs = [Trajectory.from_dict(d) for d in units.values()]
         kept = [t for t in trajs if t.success or data.source != "env"]
         if not kept:
             raise EmptyStageError(self._no_expert_data(len(trajs)))
@@ -251,59 +250,44 @@ class Pipeline:
             raise EmptyStageError(f"{stage}: no trajectories to build from (the previous stage produced none)")
         method = self._method()
         trajs = method.inputs(trajs, self.env.tasks(self.recipe.data.split), self.expert_trajectory)
-        log = self.rd.units(L.synthesis_units(iteration))
-        order = [t.task_id for t in trajs]
-        missing = set(log.missing(order))
+        units = self._units(stage, L.synthesis_units(iteration), [t.task_id for t in trajs])
+        missing = set(units.todo)
         done = self.rd.stage_done(stage)
-        if log.corrupt or (done and missing):
-            self.ctx.console.print(
-                f"[yellow]{log.path}: {len(log.corrupt)} damaged record(s) (lines {log.corrupt}); "
-                + (f"redoing the {len(missing)} trajectory(ies) without an intact record" if missing else
-                   "every trajectory still has an intact record"))
         if missing:
             policy = self.ctx.policy()
             policy.set_agent_weights(weights["agent"])
             tools = MethodTools(env=self.env, policy=policy, component=method_component(method, self.ctx.component),
                                 iteration=iteration, weights=dict(weights))
             executor = self.ctx.component("executor") if "executor" in self.recipe.slots else None
-            with self.progress() as prog:
-                bar = prog.add_task(f"{method.name} iter {iteration}", total=len(trajs),
-                                    completed=sum(t in log for t in order))
+            with units.progress(self.progress(), f"{method.name} iter {iteration}"):
                 for batch in chunks(trajs, self.recipe.run.synthesis_batch):
-                    todo = [t for t in batch if t.task_id in missing and t.task_id not in log]
+                    todo = [t for t in batch if t.task_id in missing and t.task_id not in units]
                     if not todo:
                         continue
                     seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
                     before = (dict(policy.stats), dict(executor.stats) if executor else {})
                     t0 = time.time()
-                    units = method.build(todo, tools, seed)
-                    if len(units) != len(todo):
-                        raise ComponentError(f"{stage}: method {method.name!r} returned {len(units)} unit(s) for "
+                    built = method.build(todo, tools, seed)
+                    if len(built) != len(todo):
+                        raise ComponentError(f"{stage}: method {method.name!r} returned {len(built)} unit(s) for "
                                              f"{len(todo)} trajectory(ies); Method.build must return one per "
                                              "trajectory, in order (fix the method, then `sand run --resume "
                                              f"{self.rd.path}`)")
-                    units[0].setdefault("stats", {}).update(batch_cost(
+                    built[0].setdefault("stats", {}).update(batch_cost(
                         before, (policy.stats, executor.stats if executor else {}), time.time() - t0))
-                    for traj, unit in zip(todo, units):
+                    for traj, unit in zip(todo, built):
                         for rec in method.deliberations(unit):
                             self._notify("sand_step_deliberated", record=rec)
-                        log.append(traj.task_id, unit)
-                        unit_saved(traj.task_id)
-                        prog.advance(bar)
-        still = log.missing(order)
-        if still:  # never record a stage done without every unit: a resume could not redo them
-            raise IncompleteStageError(f"{stage}: {len(still)} trajectory(ies) got no record ({still[:3]}); the "
-                                       f"stage is not recorded as done, `sand run --resume {self.rd.path}` redoes "
-                                       "them")
-        units = list(log.values(order))
-        data = method.assemble(units, trajs)
+                        units.save(traj.task_id, unit)
+        built = units.values()  # refused while a trajectory has no record: the stage is never done without one
+        data = method.assemble(built, trajs)
         if missing or not done:
             if data.trajectories:
                 write_sharegpt(self.rd.file(L.deliberation_sharegpt(iteration)), data.trajectories)
                 write_messages(self.rd.file(L.deliberation_messages(iteration)), data.trajectories)
             if data.pairs:
                 write_preference_pairs(self.rd.file(L.preference_pairs(iteration)), data.pairs)
-            summary = {"method": method.name, **method.summarize(units)}
+            summary = {"method": method.name, **method.summarize(built)}
             if data.pairs:
                 summary["pairs"] = len(data.pairs)
             self._stage_end(stage, summary)
@@ -325,10 +309,9 @@ class Pipeline:
                 raise RecipeError([f"eval.models: {model!r} is not one of {sorted(weights)}"])
             results[model] = {}
             for split in ev.splits:
-                task_ids = self.env.tasks(split)[: ev.limit]
-                log = self.rd.units(L.eval_units(model, split))
+                units = self._units(L.EVAL, L.eval_units(model, split), self.env.tasks(split)[: ev.limit])
                 task_results = evaluate_tasks(
-                    task_ids, log, evaluator, self.env, lambda m=model: self._agent(weights[m]), ev.batch_size,
+                    units, evaluator, self.env, lambda m=model: self._agent(weights[m]), ev.batch_size,
                     self.progress(), f"eval {model}/{split}")
                 results[model][split] = evaluator.aggregate(task_results)
         if not self.rd.stage_done(L.EVAL):
