@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from scripted import ScriptedPolicy
 
-from sand_framework.app.fingerprint import ResumeCheck, check_resume, fingerprint, redo_from, stage_inputs, versions_note
+from sand_framework.app.fingerprint import fingerprint, stage_inputs
+from sand_framework.app.resume_check import ResumeCheck, check_resume, redo_from, versions_note
 from sand_framework.app.reuse import reuse_stages
 from sand_framework.components import PreferenceTrainer, Trainer
 from sand_framework.config import load_recipe, validate
@@ -527,7 +528,8 @@ def as_version_1(rd: RunDir, recipe) -> dict:
 
 
 def test_a_version_1_run_resumes_with_a_note_checked_and_rewritten_in_version_2(finished, plugins, tmp_path):
-    from sand_framework.app.fingerprint import VERSION, older_format_note
+    from sand_framework.app.fingerprint import VERSION
+    from sand_framework.app.resume_check import older_format_note
 
     rd = copy_of(finished, tmp_path)
     recipe = recipe_of(plugins)
@@ -553,7 +555,7 @@ def test_a_version_1_run_resumes_with_a_note_checked_and_rewritten_in_version_2(
 
 def test_a_version_1_record_keeps_its_plugin_versions_and_an_unreadable_one_is_recorded_anew(finished, plugins,
                                                                                           tmp_path):
-    from sand_framework.app.fingerprint import unreadable_note
+    from sand_framework.app.resume_check import unreadable_note
 
     rd = copy_of(finished, tmp_path)
     recipe = recipe_of(plugins)

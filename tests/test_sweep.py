@@ -801,7 +801,7 @@ def test_rebuild_weights_trains_an_exported_start_again_and_keeps_every_result(s
     sand("sweep", str(path), "--export", str(dest))
     import shutil
 
-    from sand_framework.app.fingerprint import tensors_digest
+    from sand_framework.app.digests import tensors_digest
     from sand_framework.sweep import load_sweep
     from sand_framework.sweep.compare import GameOutcomes
 

@@ -46,7 +46,7 @@ def site(run, tmp_path_factory):
 def test_a_failed_synthesis_is_shown_and_not_counted():
     """A step whose synthesis failed is in the unit's ``failed`` list: the viewer shows it (marked failed, the
     expert's thought kept) and counts it as failed, not as deliberated."""
-    from sand_framework.view.build import synthesis_unit
+    from sand_framework.view.units import synthesis_unit
 
     step = {"thought": "The coin is east.", "action": "move east", "observation": "You win."}
     record = {"step_index": 0, "candidates": [{"action": "move east", "count": 1}, {"action": "move west", "count": 1}],
@@ -63,7 +63,7 @@ def test_a_failed_synthesis_is_shown_and_not_counted():
 
 def test_the_viewer_asks_each_method_for_its_unit_shape():
     """Issue 38: SAND declares the deliberation shape, the others (and a method this machine lacks) are generic."""
-    from sand_framework.view.build import unit_shapes
+    from sand_framework.view.units import unit_shapes
 
     shapes = unit_shapes()
     assert shapes["sand"] == "deliberation"

@@ -73,7 +73,7 @@ def reuse_stages(target: RunDir, recipe: Recipe, source_dir: str | Path, source_
         else:
             versions = version_changes(then, now, labels=("there", "here"))
             diffs = [d for d in changes(then, now, labels=("there", "here")) if d not in versions]
-            if versions and not diffs:  # as on resume: said, not refused (see fingerprint.check_resume)
+            if versions and not diffs:  # as on resume: said, not refused (see resume_check.check_resume)
                 log.warning("reusing %r from %s, computed with other plugin versions: %s", stage, source.path,
                             "; ".join(versions))
         if diffs:

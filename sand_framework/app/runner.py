@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from sand_framework.app.fingerprint import (
+from sand_framework.app.fingerprint import fingerprint
+from sand_framework.app.resume_check import (
     check_resume,
-    fingerprint,
     older_format_note,
     rebuilt_start_note,
     redo_from as redo_stages,
@@ -256,7 +256,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
     machine, only the stages that read it (``--until synth/iter1``; the training after it retrains from base).
 
     Before any stage, every stage the run holds is checked against its fingerprint
-    (:func:`~sand_framework.app.fingerprint.check_resume`): a changed recipe or data file is refused, a new
+    (:func:`~sand_framework.app.resume_check.check_resume`): a changed recipe or data file is refused, a new
     plugin version is said."""
     if redo_from is not None and resume is None:
         raise RunDirError("--redo-from STAGE continues a run: give it with --resume RUN_DIR")

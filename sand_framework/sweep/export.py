@@ -14,7 +14,7 @@ naming the missing output (:meth:`RunDir.adopt`), never adopted half, until ``sa
 
 A run stopped part way (some stages done, no live process holding it) is exported too, with its finished
 stages and units: an arm longer than one machine's life (IPR's exploration and its DPO) then continues on the
-next machine after ``--rebuild-weights`` (:func:`~sand_framework.app.fingerprint.check_resume` keeps, and says,
+next machine after ``--rebuild-weights`` (:func:`~sand_framework.app.resume_check.check_resume` keeps, and says,
 what was computed from the start before it was rebuilt). The tables and tests read finished runs only.
 """
 
@@ -24,7 +24,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sand_framework.app.fingerprint import MISSING, tensors_digest
+from sand_framework.app.digests import MISSING, tensors_digest
 from sand_framework.errors import RunDirError
 from sand_framework.store import RunDir, RunLayout
 from sand_framework.store.files import atomic_write_json, read_json

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from sand_framework.app.fingerprint import stages_needing_absent_weights
+from sand_framework.app.resume_check import stages_needing_absent_weights
 from sand_framework.app.reuse import reuse_stages
 from sand_framework.app.runner import STOP_SIGNALS, create, reopen, stored_recipe
 from sand_framework.errors import RunStopped, SandError
