@@ -7,15 +7,16 @@ A real tiny run (the smoke recipe cut to one SFT stage) with a plugin whose
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
+
+import sand_cli
 from click.testing import CliRunner
 
 from sand_framework.cli.main import main
 from sand_framework.logs import LEVELS
 
-SAND = [sys.executable, "-m", "sand_framework.cli.main"]
+SAND = sand_cli.SAND
 TINY = ["smoke", "run.iterations=0", "data.limit=1", "trainer.max_steps=1", "eval.limit=1", "eval.splits=[unseen]",
         "eval.models=[sft]"]
 PLUGIN = '''
@@ -43,9 +44,7 @@ def sand_stage_end(run, stage, summary):
 
 
 def sand(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
+    return sand_cli.sand(*args, timeout=900)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+import sand_cli
+
 REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "plugins" / "examples" / "sand-example-plugin"
 RECIPE = PKG / "recipes" / "example.yaml"
@@ -41,8 +43,7 @@ def _env(site: Path | None, **extra: str) -> dict[str, str]:
 
 
 def sand(site: Path | None, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sand_framework.cli.main", *args], env=_env(site, **env),
-                          capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
+    return sand_cli.sand(*args, check=False, timeout=timeout, env=_env(site, **env), cwd=str(REPO))
 
 
 @pytest.fixture(scope="module")

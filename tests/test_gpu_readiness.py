@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import nullcontext
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -168,10 +169,8 @@ class Stop(Exception):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from sand_framework.testing.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m")
+def tiny(tiny_model_dir):
+    return Path(tiny_model_dir)  # the session's one tiny model (conftest.py)
 
 
 def _request(model, out, n=6, steps=2):

@@ -29,8 +29,8 @@ GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=12)
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    return str(build_tiny_model(tmp_path_factory.mktemp("models") / "tiny"))
+def tiny_dir(tiny_model_dir):
+    return tiny_model_dir  # the session's one tiny model (conftest.py)
 
 
 def _make_adapter(base_dir: str, out_dir, seed: int) -> str:

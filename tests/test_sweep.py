@@ -17,20 +17,19 @@ import time
 from pathlib import Path
 
 import pytest
+
+import sand_cli
 import yaml
 
 from sand_framework.errors import RecipeError, RunDirError
 from sand_framework.store import RunDir
 
-SAND = [sys.executable, "-m", "sand_framework.cli.main"]
+SAND = sand_cli.SAND
 SMOKE = ["data.limit=2", "eval.limit=1", "eval.batch_size=1", "eval.splits=[unseen]"]
 
 
 def sand(*args, check=True):
-    proc = subprocess.run([*SAND, *args], capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"sand {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
+    return sand_cli.sand(*args, check=check, timeout=900)
 
 
 def write_sweep(folder: Path, arms: list[dict], seeds=(0, 1)) -> Path:

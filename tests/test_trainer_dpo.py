@@ -58,8 +58,8 @@ def _summary(out: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+def tiny(tiny_model_dir) -> Path:
+    return Path(tiny_model_dir)  # the session's one tiny model (conftest.py)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ pytest.importorskip("peft")
 
 from sand_framework.components import TrainRequest  # noqa: E402
 from sand_framework.prompting import trajectory_chat  # noqa: E402
-from sand_framework.testing.tiny_model import build_tiny_model  # noqa: E402
 from sand_framework.types import Step, Trajectory  # noqa: E402
 from sand_builtins.trainers import trl_sft  # noqa: E402
 from sand_builtins.trainers.checkpoints import latest_checkpoint  # noqa: E402
@@ -54,8 +53,8 @@ def _summary(out: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+def tiny(tiny_model_dir) -> Path:
+    return Path(tiny_model_dir)  # the session's one tiny model (conftest.py)
 
 
 @pytest.fixture(scope="session")
