@@ -275,13 +275,22 @@ def test_eto_truncates_the_rejected_side_as_eto_does_per_benchmark():
     steps = [Step("t", f"a{i}", "o") for i in range(20)]
     assert len(truncated(steps, 3, 10)) == 8  # len(expert) + 10 messages = 5 more agent steps
     assert len(truncated(steps, 3, None)) == 20 and len(truncated(steps, 3, 0)) == 3
-    m = EtoMethod()
-    assert m._truncation("webshop") == 10 and m._truncation("scienceworld") == 10
-    assert m._truncation("alfworld") is None and m._truncation("textworld_express") is None
-    assert EtoMethod(EtoMethod.Params(truncate_rejected=4))._truncation("alfworld") == 4
+    from sand_builtins.environments.alfworld.env import AlfworldEnv
+    from sand_builtins.environments.scienceworld.env import ScienceWorldEnv
+    from sand_builtins.environments.textworld_express import TextWorldExpressEnv
+    from sand_builtins.environments.webshop import WebShopEnv
     from sand_builtins.methods.common import expert_reward_rule
 
-    assert expert_reward_rule("auto", "webshop") == "stored" and expert_reward_rule("auto", "alfworld") == "one"
+    m = EtoMethod()
+    assert m._truncation(WebShopEnv) == 10 and m._truncation(ScienceWorldEnv) == 10  # the benchmark, a class fact
+    assert m._truncation(AlfworldEnv) is None and m._truncation(TextWorldExpressEnv) is None
+    assert EtoMethod(EtoMethod.Params(truncate_rejected=4))._truncation(AlfworldEnv) == 4
+    assert expert_reward_rule("auto", WebShopEnv) == "stored" and expert_reward_rule("auto", AlfworldEnv) == "one"
+
+    class Renamed(TextWorldExpressEnv):  # a 0.3.1 plugin's environment, told apart by its name
+        name = "my_sciworld"
+    with pytest.warns(DeprecationWarning, match=r"declare `benchmark = 'scienceworld'`"):
+        assert m._truncation(Renamed) == 10
 
 
 def test_eto_cuts_a_long_failure(world, twx):

@@ -47,6 +47,12 @@ class Environment(Component[P], abc.ABC):
 
     kind: ClassVar[str] = "environment"
 
+    benchmark: ClassVar[str | None] = None
+    """Optional: the published benchmark this environment is (``alfworld``, ``scienceworld``, ``webshop``), for
+    the methods that follow that benchmark's published protocol (ETO's expert reward and its cut of the rejected
+    side, by benchmark). Default None: none of those rules apply. A fact of the environment, so the methods never
+    read it off the environment's name."""
+
     @abc.abstractmethod
     def tasks(self, split: str) -> list[str]:
         """Required. Task ids of a split (one of :meth:`splits`: ``train``, ``seen``, ``unseen``).

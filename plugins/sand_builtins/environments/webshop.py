@@ -182,6 +182,7 @@ class WebShopEnv(TextEnvironment["WebShopEnv.Params"]):
     """
 
     name = "webshop"
+    benchmark = "webshop"
     description = "WebShop online shopping (upstream web_agent_site, ETO splits); reward on purchase, 10 steps."
 
     @dataclass

@@ -3,11 +3,12 @@ defaults."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar
 
 from collections.abc import Callable
 
-from sand_framework.components import Method, MethodTools
+from sand_framework.components import Environment, Method, MethodTools
 from sand_framework.components.base import P
 from sand_framework.rollout import Exploration, ExploreRequest, PoolSource, derive_seed, explore
 from sand_framework.types import SamplingParams, Trajectory
@@ -21,22 +22,29 @@ TRUNCATE_REJECTED = {"webshop": 10, "scienceworld": 10}
 ScienceWorld; ALFWorld uncut)."""
 
 
-def env_family(name: str) -> str:
-    """The benchmark an environment's name refers to (``webshop``, ``scienceworld``, ``alfworld``), else the name."""
-    low = name.lower()
+def benchmark_of(env: Environment) -> str | None:
+    """The published benchmark ``env`` is (:attr:`Environment.benchmark`). An environment that declares none and
+    whose name spells one (``my_alfworld``, ``sciworld-lite``: how SAND told them until 0.3.1) still gets it, with a
+    ``DeprecationWarning`` (0.4 reads only ``benchmark``)."""
+    if env.benchmark is not None:
+        return env.benchmark
+    low = env.name.lower()
     for family, spellings in (("webshop", ("webshop",)), ("scienceworld", ("scienceworld", "sciworld")),
                               ("alfworld", ("alfworld",))):
         if any(s in low for s in spellings):
+            warnings.warn(f"environment {env.name!r} is taken for the {family} benchmark from its name, as until "
+                          f"SAND 0.3.1; declare `benchmark = {family!r}` on its class (0.4 reads only that)",
+                          DeprecationWarning, stacklevel=2)
             return family
-    return low
+    return None
 
 
-def expert_reward_rule(setting: str, env_name: str) -> str:
+def expert_reward_rule(setting: str, env: Environment) -> str:
     """``one`` or ``stored`` for a method's ``expert_reward`` param (``auto``: by benchmark, see
     :data:`STORED_REWARD_ENVS`)."""
     if setting != "auto":
         return setting
-    return "stored" if env_family(env_name) in STORED_REWARD_ENVS else "one"
+    return "stored" if benchmark_of(env) in STORED_REWARD_ENVS else "one"
 
 
 def expert_reward(traj: Trajectory, rule: str) -> float:

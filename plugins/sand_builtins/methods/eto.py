@@ -22,11 +22,11 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, MethodTools
+from sand_framework.components import Environment, IterationData, MethodTools
 from sand_framework.rollout import ExploreRequest
 from sand_framework.types import PreferencePair, Step, Trajectory
 
-from sand_builtins.methods.common import (TRUNCATE_REJECTED, ExploringMethod, env_family, expert_reward,
+from sand_builtins.methods.common import (TRUNCATE_REJECTED, ExploringMethod, benchmark_of, expert_reward,
                                           expert_reward_rule, task_seed, trained_on)
 
 
@@ -71,16 +71,16 @@ class EtoMethod(ExploringMethod["EtoMethod.Params"]):
         instead of each task apart (a unit then depends on which tasks share its batch). Greedy exploration
         always batches."""
 
-    def _truncation(self, env_name: str) -> int | None:
+    def _truncation(self, env: Environment) -> int | None:
         t = self.params.truncate_rejected
-        return TRUNCATE_REJECTED.get(env_family(env_name)) if t == "auto" else t
+        return TRUNCATE_REJECTED.get(benchmark_of(env) or "") if t == "auto" else t
 
     def extra_tasks(self) -> int:
         return self.params.explore_tasks
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
-        rule, cut = expert_reward_rule(p.expert_reward, tools.env.name), self._truncation(tools.env.name)
+        rule, cut = expert_reward_rule(p.expert_reward, tools.env), self._truncation(tools.env)
         found = self.explore([ExploreRequest(t, prefix=0, seed=task_seed(seed, t, "eto")) for t in trajectories],
                              tools, p.temperature)
         units = []

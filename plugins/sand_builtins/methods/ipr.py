@@ -98,7 +98,7 @@ class IprMethod(ExploringMethod["IprMethod.Params"]):
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params
-        rule = expert_reward_rule(p.expert_reward, tools.env.name)
+        rule = expert_reward_rule(p.expert_reward, tools.env)
         plan = [(t, ([0] if p.global_pairs else []) + examined_steps(len(t.steps), p.steps_per_trajectory,
                                                                      task_seed(seed, t, "ipr-steps")))
                 for t in trajectories]

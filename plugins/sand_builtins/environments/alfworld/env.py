@@ -22,6 +22,7 @@ class AlfworldEnv(TextEnvironment["AlfworldEnv.Params"]):
     """ALFWorld household tasks in text (TextWorld PDDL engine), ETO-style prompts."""
 
     name = "alfworld"
+    benchmark = "alfworld"
     requires = {"alfworld": "alfworld", "textworld": "alfworld", "fast_downward": "alfworld"}
     description = "ALFWorld text household tasks (train / valid_seen 140 / valid_unseen 134); success reward."
 

@@ -30,6 +30,7 @@ class ScienceWorldEnv(TextEnvironment["ScienceWorldEnv.Params"]):
     """ScienceWorld tasks with ETO's splits, ids, step caps and reward; one warm JVM per instance."""
 
     name = "scienceworld"
+    benchmark = "scienceworld"
     requires = {"scienceworld": "scienceworld"}
     description = "ScienceWorld (ETO splits: 1483 train / 194 seen / 211 unseen); reward = max score / 100."
 
