@@ -401,13 +401,6 @@ def model_config_problem(config: Path) -> str:
     return ""
 
 
-def _version(dist: str) -> str:
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return "unknown"
-
-
 def load_plugins(modules: list[str] = (), dirs: list[str] = ()) -> PluginSet:
     """Built-ins, then entry points, then named modules and plugin directories."""
     ps = PluginSet()

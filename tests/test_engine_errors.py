@@ -53,7 +53,7 @@ def test_a_method_returning_too_few_units_is_a_component_error(tmp_path, plugins
         real = method.build
         method.build = lambda trajs, tools, seed: real(trajs, tools, seed)[:-1]
         with pytest.raises(ComponentError) as err:
-            p.synthesize(1, experts, None)
+            p.build(1, experts, {"agent": None, "sft": None, "base": None})
     finally:
         p.ctx.close()
     assert err.value.exit_code == 2
@@ -78,7 +78,7 @@ def test_a_stage_left_without_a_unit_is_incomplete_and_not_recorded_done(tmp_pat
         experts = p.expert()
         monkeypatch.setattr(p.rd, "units", dropping)
         with pytest.raises(IncompleteStageError) as err:
-            p.synthesize(1, experts, None)
+            p.build(1, experts, {"agent": None, "sft": None, "base": None})
     finally:
         p.ctx.close()
     assert err.value.exit_code == 5

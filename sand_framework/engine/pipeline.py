@@ -25,7 +25,7 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -293,11 +293,6 @@ class Pipeline:
             self._stage_end(stage, summary)
             self.ctx.console.print(f"[bold]{stage}[/]: {summary}")
         return data
-
-    def synthesize(self, iteration: int, trajs: list[Trajectory], agent_weights: str | None) -> list[Trajectory]:
-        """SAND's name for :meth:`build` with the agent's weights only: the trajectories it trains on."""
-        data = self.build(iteration, trajs, {"agent": agent_weights, "sft": agent_weights, "base": None})
-        return data.trajectories or data.next_expert
 
     def evaluate(self, weights: dict[str, str | None]) -> dict[str, Any]:
         ev = self.recipe.eval

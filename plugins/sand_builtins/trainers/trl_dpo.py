@@ -376,7 +376,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
 
 
 Params = DpoTrainer.Params
-"""The name older code imports (the parameters are declared in the class)."""
+"""An alias of :class:`DpoTrainer.Params` (a third-party trainer or test may import it by this name)."""
 
 
 @hookimpl

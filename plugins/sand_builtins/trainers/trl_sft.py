@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from annotated_types import Ge, Gt, Interval
 
@@ -144,7 +144,7 @@ class TrlSftTrainer(TrlStage, Trainer["TrlSftTrainer.Params"]):
 
 
 Params = TrlSftTrainer.Params
-"""The name older code imports (the parameters are declared in the class)."""
+"""An alias of :class:`TrlSftTrainer.Params` (a third-party trainer or test may import it by this name)."""
 
 
 @hookimpl
