@@ -101,3 +101,19 @@ def test_a_stored_baseline_run_with_sands_slots_reopens_without_them_and_the_sam
     for stage in ("expert", "train/iter0"):
         now = {"recipe": recipe_inputs(recipe, stage), "inputs": {}, "plugins": {}}
         assert comparable(recorded[stage], recipe, stage, now)["recipe"] == now["recipe"], stage
+
+
+def test_docs_recipes_states_the_slots_each_built_in_method_uses(registries):
+    import re
+
+    text = " ".join((ROOT / "docs" / "recipes.md").read_text().split())
+    start = text.index("A recipe fills the slots its method uses")
+    said = text[start:text.index("```", start)]
+    every = re.search(r"those every run has \(([^)]*)\)", said).group(1)
+    assert re.findall(r"`(\w+)`", every) == list(EVERY_RUN)
+    uses = re.search(r"the method's `uses` \((.*?)\); with", said).group(1)
+    for part in uses.split("; "):
+        names, slots = part.split(": ")
+        for name in re.findall(r"SAND|RFT|ETO|IPR|`pairs_file`", names):
+            method = registries["method"].get(name.strip("`").lower())
+            assert tuple(re.findall(r"`(\w+)`", slots)) == tuple(method.uses), name
