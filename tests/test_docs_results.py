@@ -36,9 +36,9 @@ def _tables(text: str) -> list[str]:
     return tables
 
 
-def _section() -> str:
+def _section(heading: str = SECTION) -> str:
     doc = (ROOT / "docs" / "results.md").read_text()
-    start = doc.index(SECTION)
+    start = doc.index(heading)
     end = doc.find("\n## ", start + 1)  # the section runs to the next second-level heading
     return doc[start:end if end >= 0 else len(doc)]
 
@@ -75,3 +75,29 @@ def test_every_paired_result_the_prose_quotes_is_a_computed_one():
         assert any((c["games_a_better"], c["games_b_better"]) == (int(a), int(b))
                    and round(c["adjusted_p"], digits) == float(p) for c in computed), \
             f"docs/results.md quotes ({a} / {b}, adjusted p = {p}), which no comparison of the export computed"
+
+
+# -- v2 (issue 36) ----------------------------------------------------------------------------------------------
+
+SWEEP_V2 = ROOT / "experiments" / "table1-cpu-v2.yaml"
+EXPORT_V2 = ROOT / "docs" / "results" / "table1-cpu-v2"
+SECTION_V2 = "## Table 1 on CPU, v2 (issue 36)"
+
+
+def test_the_v2_export_is_what_the_code_writes_from_its_runs(tmp_path):
+    from sand_framework.sweep import load_sweep, write_results
+
+    out = tmp_path / "table1-cpu-v2"
+    shutil.copytree(EXPORT_V2, out, ignore=shutil.ignore_patterns("*.png"))
+    write_results(load_sweep(SWEEP_V2), out)
+    assert (out / "results.md").read_text() == (EXPORT_V2 / "results.md").read_text()
+
+
+def test_every_table_of_the_v2_section_is_one_the_export_prints():
+    """The v2 section's tables are pasted from the export's results.md (`sand sweep ... --table-only` and
+    `--compare` print the same), so a seed added to the export without pasting again fails here."""
+    generated = (EXPORT_V2 / "results.md").read_text()
+    tables = _tables(_section(SECTION_V2))
+    assert len(tables) >= 2  # games solved per seed, the paired tests' summary
+    for table in tables:
+        assert table in generated, f"docs/results.md's v2 section states a table the export does not print:\n{table}"
