@@ -117,3 +117,9 @@ def test_docs_recipes_states_the_slots_each_built_in_method_uses(registries):
         for name in re.findall(r"SAND|RFT|ETO|IPR|`pairs_file`", names):
             method = registries["method"].get(name.strip("`").lower())
             assert tuple(re.findall(r"`(\w+)`", slots)) == tuple(method.uses), name
+
+
+def test_the_note_of_a_run_that_never_runs_its_method_says_why(registries):
+    recipe = validate(load_recipe("baselines/bon-judge", ["detector.name=set_size"])[0], registries)
+    assert recipe.notes[0].startswith("run.iterations is 0, so the method never runs and the run does not use "
+                                      "detector, executor: checked, then left out")

@@ -44,6 +44,11 @@ def pipeline(run: Path, plugins, overrides=()) -> tuple[Pipeline, ScriptedPolicy
     return Pipeline(ctx), policy
 
 
+def synthesize(p: Pipeline, trajs: list) -> list:
+    """SAND's build stage on the agent's weights (none: the scripted policy): the trajectories it trains on."""
+    return p.build(1, trajs, {"agent": None, "sft": None, "base": None}).trajectories
+
+
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
@@ -52,7 +57,7 @@ def test_torn_middle_synthesis_record_after_the_stage_is_done_is_redone(tmp_path
     p, _ = pipeline(tmp_path / "run", plugins)
     try:
         experts = p.expert()
-        assert len(p.synthesize(1, experts, None)) == 3
+        assert len(synthesize(p, experts)) == 3
     finally:
         p.ctx.close()
     log = tmp_path / "run" / "iter1" / "synthesis.units.jsonl"
@@ -62,7 +67,7 @@ def test_torn_middle_synthesis_record_after_the_stage_is_done_is_redone(tmp_path
 
     p, policy = pipeline(tmp_path / "run", plugins)
     try:
-        again = p.synthesize(1, p.expert(), None)
+        again = synthesize(p, p.expert())
     finally:
         p.ctx.close()
     assert [t.task_id for t in again] == [t.task_id for t in experts]  # 3 of 3, not 2 of 3
@@ -77,7 +82,7 @@ def test_a_unit_whose_id_was_damaged_is_redone(tmp_path, plugins):
     p, _ = pipeline(tmp_path / "run", plugins)
     try:
         experts = p.expert()
-        p.synthesize(1, experts, None)
+        synthesize(p, experts)
     finally:
         p.ctx.close()
     log = tmp_path / "run" / "iter1" / "synthesis.units.jsonl"
@@ -88,7 +93,7 @@ def test_a_unit_whose_id_was_damaged_is_redone(tmp_path, plugins):
 
     p, policy = pipeline(tmp_path / "run", plugins)
     try:
-        again = p.synthesize(1, p.expert(), None)
+        again = synthesize(p, p.expert())
     finally:
         p.ctx.close()
     assert len(again) == 3 and policy.calls
@@ -125,7 +130,7 @@ def test_no_stage_is_recorded_done_on_empty_input(tmp_path, plugins):
         with pytest.raises(EmptyStageError, match="none of the 3 tasks"):
             p.expert()
         with pytest.raises(EmptyStageError, match="no trajectories to build from"):
-            p.synthesize(1, [], None)
+            synthesize(p, [])
         with pytest.raises(EmptyStageError, match="0 trajectories"):
             p._stage_end("train/iter1", {"weights": "x", "trajectories": 0})
     finally:

@@ -353,8 +353,12 @@ state = load(None, model, torch.float32).state_dict()
 h = hashlib.sha256()
 for name in sorted(state):
     h.update(name.encode()); h.update(state[name].detach().contiguous().numpy().tobytes())
-print(json.dumps({"rank": rank, "digest": h.hexdigest(), "abs": sum(float(t.abs().sum()) for t in state.values())}))
-dist.destroy_process_group()
+print(json.dumps({"rank": rank, "digest": h.hexdigest(), "abs": sum(float(t.abs().sum()) for t in state.values())}),
+      flush=True)
+# Both ranks past every collective before either leaves; then out without gloo's teardown, whose threads can abort
+# a rank whose peer closed first ("terminate called without an active exception", seen once in CI).
+dist.barrier()
+os._exit(0)
 """
 
 

@@ -123,8 +123,9 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
     unused = [k for k in SLOTS if k not in needed and isinstance(data.get(k), dict)]
     notes = []
     if unused:
-        notes.append(f"method {slots['method'][0]!r} does not use {', '.join(unused)}: checked, then left out of "
-                     f"the run (its slots: {', '.join(needed)})")
+        who = ("run.iterations is 0, so the method never runs and the run does not use"
+               if sections["run"].iterations == 0 else f"method {slots['method'][0]!r} does not use")
+        notes.append(f"{who} {', '.join(unused)}: checked, then left out of the run (its slots: {', '.join(needed)})")
         data = {k: v for k, v in data.items() if k not in unused}
     classes = {kind: registries[kind].get(name) for kind, (name, _) in slots.items()}
     return Recipe(slots=slots, raw=data, classes=classes, notes=notes, **sections)
