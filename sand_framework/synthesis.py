@@ -3,11 +3,14 @@
 For every step: sample N candidate actions, let the detector decide, roll out
 each distinct candidate of the deliberated steps, critique, synthesize. Each
 phase is one batched call over the whole batch of trajectories, so a backend
-sees large batches and the executor can advance rollouts in lock-step.
+sees large batches and the executor can advance rollouts in lock-step. The
+phases are separate functions (:data:`PHASES`) so that a streamed build can
+overlap them across batches (:meth:`SandMethod.build_stream`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +107,26 @@ class Components:
         return cls(**{slot: component(slot) for slot in SYNTHESIS_SLOTS}, rollout_cache=rollout_cache)
 
 
+class SerialPolicy:
+    """A policy that takes one ``generate`` call at a time, for the phases of a streamed build to share.
+
+    A backend holding its model in this process (``transformers``) must not decode from several threads at
+    once; the streamed phases still overlap every environment step and every bit of work outside the model,
+    and asynchronous rollouts reach a backend with its own request queue (``submit``: ``vllm``, ``openai``)
+    through ``submit``, which this leaves to the backend. Everything else is the wrapped policy's."""
+
+    def __init__(self, policy: Policy):
+        self._policy = policy
+        self._lock = threading.Lock()
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return self._policy.generate(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
 def candidates_for(env: Environment, step: Step, proposals: list) -> list[Candidate]:
     """Distinct normalized actions among the samples plus the expert's, expert first."""
     expert_norm = env.normalize_action(step.action)
@@ -136,53 +159,101 @@ def decide_step(env: Environment, detector: Detector, step: Step, proposals: lis
     return decision, cands if len(cands) > 1 else []
 
 
-def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[SynthesisOutput]:
-    # 1. Self-consistency action sampling at every step of every trajectory.
-    sample_reqs = [SampleRequest(t, i, trajectory_chat(t, upto=i)) for t in trajs for i in range(len(t.steps))]
-    proposals = c.sampler.sample(sample_reqs, c.policy, seed=seed)
+@dataclass
+class BatchInProgress:
+    """One batch of trajectories between the phases of :func:`synthesize_batch` (:data:`PHASES`).
 
-    # 2. The detector picks the steps to deliberate.
-    chosen: list[tuple[SampleRequest, list[Candidate], float]] = []
-    samples_valid = samples_total = 0
+    Each phase fills its fields and returns the batch, so the phases can run one after another (the chunked
+    stage) or as the stages of a stream (:func:`sand_framework.streaming.stream`), one thread each, with the
+    same calls and seeds either way."""
+
+    trajectories: list[Trajectory]
+    components: Components
+    seed: int
+    chosen: list[tuple[SampleRequest, list[Candidate], float]] = field(default_factory=list)
+    samples_total: int = 0
+    samples_valid: int = 0
+    rollouts: list[Rollout | None] = field(default_factory=list)
+    rollout_cache_hits: int = 0
+    critiques: list = field(default_factory=list)
+    outputs: list[SynthesisOutput] = field(default_factory=list)
+
+    @property
+    def flat(self) -> list[tuple[SampleRequest, Candidate]]:
+        """Every candidate of every chosen step, in order: what is rolled out and critiqued."""
+        return [(req, cand) for req, cands, _ in self.chosen for cand in cands]
+
+
+def sample_and_decide(b: BatchInProgress) -> BatchInProgress:
+    """Phases 1-2 (agent engine): N sampled actions at every step; the detector picks the steps to deliberate."""
+    c = b.components
+    sample_reqs = [SampleRequest(t, i, trajectory_chat(t, upto=i)) for t in b.trajectories for i in range(len(t.steps))]
+    proposals = c.sampler.sample(sample_reqs, c.policy, seed=b.seed)
     for req, props in zip(sample_reqs, proposals):
         step = req.trajectory.steps[req.step_index]
-        samples_total += len(props)
-        samples_valid += sum(p.valid for p in props)
+        b.samples_total += len(props)
+        b.samples_valid += sum(p.valid for p in props)
         decision, cands = decide_step(c.environment, c.detector, step, props)
         if cands:
-            chosen.append((req, cands, decision.score))
+            b.chosen.append((req, cands, decision.score))
+    return b
 
-    # 3. Execution-guided rollouts of every distinct candidate (skipped by critics that need none).
-    flat = [(req, cand) for req, cands, _ in chosen for cand in cands]
-    rollouts: list[Rollout | None] = [None] * len(flat)
+
+def roll_out(b: BatchInProgress) -> BatchInProgress:
+    """Phase 3 (agent engine, environment): execution-guided rollouts of every distinct candidate (skipped by
+    critics that need none)."""
+    c, flat = b.components, b.flat
+    b.rollouts = [None] * len(flat)
     if c.critic.needs_rollouts and flat:
         cache = c.rollout_cache if c.rollout_cache is not None else RolloutCache()
         hits_before = cache.hits
-        rollouts = list(cache.run(
+        b.rollouts = list(cache.run(
             c.executor,
             [RolloutRequest(req.trajectory, req.step_index, cand, c.environment.max_steps(req.trajectory.task_id))
-             for req, cand in flat], c.environment, c.policy, seed=seed))
-        rollout_cache_hits = cache.hits - hits_before
-    else:
-        rollout_cache_hits = 0
+             for req, cand in flat], c.environment, c.policy, seed=b.seed))
+        b.rollout_cache_hits = cache.hits - hits_before
+    return b
 
-    # 4. Critique each candidate with the base model.
+
+def critique_and_synthesize(b: BatchInProgress) -> BatchInProgress:
+    """Phases 4-6 (base engine): critique each candidate, synthesize one deliberation per chosen step, and
+    assemble the batch's outputs (a failed synthesis keeps the expert's thought)."""
+    c = b.components
     critiques = c.critic.critique([CritiqueRequest(req.trajectory, req.step_index, cand, ro)
-                                   for (req, cand), ro in zip(flat, rollouts)], c.policy, seed=seed)
-
-    # 5. Synthesize one deliberation per chosen step.
+                                   for (req, cand), ro in zip(b.flat, b.rollouts)], c.policy, seed=b.seed)
     synth_reqs, offset = [], 0
     per_step: list[tuple[list[Rollout | None], list]] = []
-    for req, cands, _ in chosen:
+    for req, cands, _ in b.chosen:
         k = len(cands)
         synth_reqs.append(SynthesisRequest(req.trajectory, req.step_index, cands, critiques[offset:offset + k]))
-        per_step.append((rollouts[offset:offset + k], critiques[offset:offset + k]))
+        per_step.append((b.rollouts[offset:offset + k], critiques[offset:offset + k]))
         offset += k
-    results = c.synthesizer.synthesize(synth_reqs, c.policy, seed=seed)
+    results = c.synthesizer.synthesize(synth_reqs, c.policy, seed=b.seed)
+    b.critiques = critiques
+    b.outputs = _assemble(b, per_step, results)
+    return b
 
-    # 6. Assemble: replace thoughts only at deliberated steps; a failed synthesis keeps the expert's thought.
+
+PHASES: tuple[Callable[[BatchInProgress], BatchInProgress], ...] = (sample_and_decide, roll_out,
+                                                                    critique_and_synthesize)
+"""The phases of one synthesis batch, in order, split where the engine changes (agent sampling, agent
+rollouts, base critique and synthesis): the stages a streamed build overlaps across batches."""
+
+
+def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[SynthesisOutput]:
+    """Every phase of :data:`PHASES` over one batch, one after another."""
+    b = BatchInProgress(trajs, c, seed)
+    for phase in PHASES:
+        b = phase(b)
+    return b.outputs
+
+
+def _assemble(b: BatchInProgress, per_step: list[tuple[list[Rollout | None], list]],
+              results: list) -> list[SynthesisOutput]:
+    """Replace thoughts only at deliberated steps; a failed synthesis keeps the expert's thought."""
+    trajs, c = b.trajectories, b.components
     outputs = {id(t): SynthesisOutput(Trajectory.from_dict(t.to_dict()), [], {}) for t in trajs}
-    for (req, cands, score), (ros, crits), res in zip(chosen, per_step, results):
+    for (req, cands, score), (ros, crits), res in zip(b.chosen, per_step, results):
         out = outputs[id(req.trajectory)]
         step = out.trajectory.steps[req.step_index]
         record = DeliberationRecord(
@@ -211,8 +282,8 @@ def synthesize_batch(trajs: list[Trajectory], c: Components, seed: int) -> list[
             "expert_switches": int(switches[id(t)]),
         }
     if trajs:
-        outputs[id(trajs[0])].stats.update(samples_total=samples_total, samples_valid=samples_valid,
-                                           rollout_cache_hits=rollout_cache_hits)
+        outputs[id(trajs[0])].stats.update(samples_total=b.samples_total, samples_valid=b.samples_valid,
+                                           rollout_cache_hits=b.rollout_cache_hits)
     return [outputs[id(t)] for t in trajs]
 
 

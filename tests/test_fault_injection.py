@@ -22,8 +22,10 @@ import time
 from pathlib import Path
 
 SAND = [sys.executable, "-m", "sand_framework.cli.main"]
-ARGS = ["smoke", "data.limit=4", "run.synthesis_batch=1", "eval.limit=2", "trainer.max_steps=3",
-        "trainer.save_steps=1"]
+# batches_in_flight=3: the synthesis stage streams its 4 one-trajectory batches, so kills land while several are
+# in flight (the units must still resume to the uninterrupted run's).
+ARGS = ["smoke", "data.limit=4", "run.synthesis_batch=1", "run.batches_in_flight=3", "eval.limit=2",
+        "trainer.max_steps=3", "trainer.save_steps=1"]
 
 
 def unit_ids(run: Path) -> dict[str, list[str]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -116,6 +116,18 @@ class Method(Component[P], abc.ABC):
     @abc.abstractmethod
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         """Required. One unit (a JSON-serializable dict, with a ``"stats"`` dict of numbers) per trajectory."""
+
+    def build_stream(self, batches: Iterable[tuple[list[Trajectory], int]], tools: MethodTools,
+                     depth: int = 1) -> Iterator[list[dict[str, Any]]]:
+        """Provided (override to overlap the work of consecutive batches): the units of each ``(trajectories,
+        seed)`` batch, yielded batch by batch in order, each exactly what :meth:`build` returns for it.
+
+        ``depth`` is ``run.batches_in_flight``: how many batches may be in progress at once (1: one after
+        another). The engine stores each yielded batch before it asks for the next, and closes the iterator on a
+        stop or a failure, so an override must give up its in-flight work when closed. Default: :meth:`build`
+        per batch, whatever ``depth`` (``sand validate`` notes a ``depth`` above 1 that a method cannot use)."""
+        for trajectories, seed in batches:
+            yield self.build(trajectories, tools, seed)
 
     @abc.abstractmethod
     def assemble(self, units: list[dict[str, Any]], trajectories: list[Trajectory]) -> IterationData:

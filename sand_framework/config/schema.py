@@ -30,6 +30,9 @@ no leading dot (so neither ``..`` nor a hidden folder), at most 100 characters."
 MAX_BATCH = 4096
 """Largest ``run.synthesis_batch`` and ``eval.batch_size``: more items per batched call is a typo, not a setting."""
 
+MAX_IN_FLIGHT = 64
+"""Largest ``run.batches_in_flight``: each batch in flight holds its trajectories, samples and rollouts in memory."""
+
 MAX_SEED = 2**31 - 1
 """Seeds go to numpy and torch (which take up to 2**32 - 1) after adding the iteration number."""
 
@@ -50,6 +53,12 @@ class RunSection:
     """Each iteration continues from the previous weights, or restarts from the base model."""
     synthesis_batch: Annotated[int, Interval(ge=1, le=MAX_BATCH)] = 4
     """Expert trajectories synthesized together (their model calls are batched); at most 4096."""
+    batches_in_flight: Annotated[int, Interval(ge=1, le=MAX_IN_FLIGHT), SpeedOnly(
+        "every batch keeps its own seed and its calls, and units are stored in input order, so a streamed build "
+        "computes the chunked build's units (tests/test_streaming.py compares them byte for byte)")] = 1
+    """Batches of ``run.synthesis_batch`` trajectories a method may have in progress at once (1: one after
+    another). Above 1, SAND streams its phases: the agent engine samples and rolls out the next batch while the
+    base engine critiques and synthesizes this one (a method without its own ``build_stream`` ignores it)."""
 
     def validate(self) -> list[str]:
         if not RUN_NAME.fullmatch(self.name):

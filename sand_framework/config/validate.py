@@ -10,7 +10,7 @@ import difflib
 from typing import Any
 
 from sand_framework.components.declared import BY_NAME, EVERY_RUN, required_slots
-from sand_framework.components.method import TRAINER_SLOT
+from sand_framework.components.method import TRAINER_SLOT, Method
 from sand_framework.config.budgets import check_budgets, check_context
 from sand_framework.config.schema import META_KEYS, SECTIONS, SLOTS, Recipe, evaluable_models
 from sand_framework.config.typecheck import build, check_fields, instance_problems, short
@@ -128,6 +128,11 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
         notes.append(f"{who} {', '.join(unused)}: checked, then left out of the run (its slots: {', '.join(needed)})")
         data = {k: v for k, v in data.items() if k not in unused}
     classes = {kind: registries[kind].get(name) for kind, (name, _) in slots.items()}
+    in_flight = sections["run"].batches_in_flight
+    method_cls = classes.get("method")
+    if in_flight > 1 and method_cls is not None and method_cls.build_stream is Method.build_stream:
+        notes.append(f"run.batches_in_flight is {in_flight}, but method {slots['method'][0]!r} builds one batch after "
+                     "another (it has no build_stream of its own): the setting changes nothing for it")
     return Recipe(slots=slots, raw=data, classes=classes, notes=notes, **sections)
 
 

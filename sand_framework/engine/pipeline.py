@@ -21,6 +21,7 @@ stage               what                                    unit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -259,22 +260,31 @@ class Pipeline:
             tools = MethodTools(env=self.env, policy=policy, component=method_component(method, self.ctx.component),
                                 iteration=iteration, weights=dict(weights))
             executor = self.ctx.component("executor") if "executor" in self.recipe.slots else None
-            with units.progress(self.progress(), f"{method.name} iter {iteration}"):
-                for batch in chunks(trajs, self.recipe.run.synthesis_batch):
-                    todo = [t for t in batch if t.task_id in missing and t.task_id not in units]
-                    if not todo:
-                        continue
-                    seed = unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)
-                    before = (dict(policy.stats), dict(executor.stats) if executor else {})
-                    t0 = time.time()
-                    built = method.build(todo, tools, seed)
-                    if len(built) != len(todo):
+            batches = []
+            for batch in chunks(trajs, self.recipe.run.synthesis_batch):
+                todo = [t for t in batch if t.task_id in missing and t.task_id not in units]
+                if todo:
+                    batches.append((todo, unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)))
+
+            def stats() -> tuple[dict[str, Any], dict[str, Any]]:
+                return dict(policy.stats), dict(executor.stats) if executor else {}
+
+            before, t0 = stats(), time.time()
+            with units.progress(self.progress(), f"{method.name} iter {iteration}"), contextlib.closing(
+                    method.build_stream(batches, tools, self.recipe.run.batches_in_flight)) as streamed:
+                for k, built in enumerate(streamed):
+                    todo = batches[k][0] if k < len(batches) else []
+                    if not built or len(built) != len(todo):
                         raise ComponentError(f"{stage}: method {method.name!r} returned {len(built)} unit(s) for "
-                                             f"{len(todo)} trajectory(ies); Method.build must return one per "
+                                             f"{len(todo)} trajectory(ies) (batch {k + 1} of {len(batches)}); "
+                                             "Method.build (and build_stream, batch by batch) must return one per "
                                              "trajectory, in order (fix the method, then `sand run --resume "
                                              f"{self.rd.path}`)")
-                    built[0].setdefault("stats", {}).update(batch_cost(
-                        before, (policy.stats, executor.stats if executor else {}), time.time() - t0))
+                    # A streamed batch's cost is the window since the previous batch came out: with batches in
+                    # flight the windows overlap other batches' work, but their sum is the stage's.
+                    after = stats()
+                    built[0].setdefault("stats", {}).update(batch_cost(before, after, time.time() - t0))
+                    before, t0 = after, time.time()
                     for traj, unit in zip(todo, built):
                         for rec in method.deliberations(unit):
                             self._notify("sand_step_deliberated", record=rec)
