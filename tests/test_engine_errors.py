@@ -50,8 +50,8 @@ def test_a_method_returning_too_few_units_is_a_component_error(tmp_path, plugins
     try:
         experts = p.expert()
         method = p._method()
-        real = method.build
-        method.build = lambda trajs, tools, seed: real(trajs, tools, seed)[:-1]
+        real = method.build_stream  # the engine builds through build_stream (SAND overrides it; others call build)
+        method.build_stream = lambda batches, tools, depth=1: (units[:-1] for units in real(batches, tools, depth))
         with pytest.raises(ComponentError) as err:
             p.build(1, experts, {"agent": None, "sft": None, "base": None})
     finally:

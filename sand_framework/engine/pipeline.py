@@ -276,10 +276,10 @@ class Pipeline:
                     todo = batches[k][0] if k < len(batches) else []
                     if not built or len(built) != len(todo):
                         raise ComponentError(f"{stage}: method {method.name!r} returned {len(built)} unit(s) for "
-                                             f"{len(todo)} trajectory(ies) (batch {k + 1} of {len(batches)}); "
-                                             "Method.build (and build_stream, batch by batch) must return one per "
-                                             "trajectory, in order (fix the method, then `sand run --resume "
-                                             f"{self.rd.path}`)")
+                                             f"{len(todo)} trajectory(ies); Method.build must return one per "
+                                             "trajectory, in order, and build_stream one such list per batch "
+                                             f"(batch {k + 1} of {len(batches)}; fix the method, then `sand run "
+                                             f"--resume {self.rd.path}`)")
                     # A streamed batch's cost is the window since the previous batch came out: with batches in
                     # flight the windows overlap other batches' work, but their sum is the stage's.
                     after = stats()
