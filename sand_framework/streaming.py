@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 JOIN_TIMEOUT_S = 60.0
-"""How long closing a stream waits for each stage thread to finish the item it is computing (its result is
-dropped): a stage is never left running against components the caller is about to shut down, unless it hangs."""
+"""How long closing a stream waits, in all, for its stage threads to finish the items they are computing (their
+results are dropped): a stage is not left running against components the caller is about to shut down, unless
+it takes longer than this, and a stop never waits longer than this for the stream."""
 
 
 @dataclass
@@ -38,8 +40,8 @@ def stream(items: Iterable[Any], stages: Sequence[Callable[[Any], Any]], depth: 
     """Yield ``stages[-1](...stages[0](item))`` for each item, in order, with at most ``depth`` items in flight.
 
     A stage's exception is raised when its item's turn comes (the items before it are yielded first); closing
-    the generator early (``break``, an exception in the consumer, a stop signal) stops feeding, lets each stage
-    thread finish its current item (up to :data:`JOIN_TIMEOUT_S`) and drops what is still in flight.
+    the generator early (``break``, an exception in the consumer, a stop signal) stops feeding, lets the stage
+    threads finish their current items (up to :data:`JOIN_TIMEOUT_S` in all) and drops what is still in flight.
     """
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
@@ -96,5 +98,6 @@ def stream(items: Iterable[Any], stages: Sequence[Callable[[Any], Any]], depth: 
             yield item
     finally:
         stop.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
         for t in threads:
-            t.join(timeout=JOIN_TIMEOUT_S)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -144,7 +144,9 @@ def test_validate_notes_a_stream_setting_the_method_cannot_use(registries):
                          "build_stream of its own): the setting changes nothing for it"]
     plain, streamed = (validate(load_recipe("repro2/sand", over)[0], registries)
                        for over in ([], ["run.batches_in_flight=4"]))
-    assert not streamed.notes and streamed.run.batches_in_flight == 4
+    assert not streamed.notes and streamed.run.batches_in_flight == 4 and plain.run.batches_in_flight == 1
+    for paper in ("paper/alfworld", "paper/sciworld"):  # docs/gpu.md: the paper recipes stream nothing until measured
+        assert "batches_in_flight" not in load_recipe(paper)[0].get("run", {}), paper
     assert all(recipe_inputs(plain, s) == recipe_inputs(streamed, s) for s in RunLayout.stages(1)), \
         "batches_in_flight is speed-only: it must not change a stage's fingerprint"
     with pytest.raises(RecipeError, match=r"run.batches_in_flight: must be <= 64"):
