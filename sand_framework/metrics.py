@@ -191,13 +191,45 @@ def rollout_rates(seconds: float, agent_turns: float, completion_tokens: float, 
     return out
 
 
-def synthesis_rates(units: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """:func:`rollout_rates` of a synthesis stage from its units' recorded batch costs (``stats``)."""
+def _stats_totals(units: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The numeric ``stats`` (batch costs) of a stage's units, summed."""
     total: dict[str, float] = {}
     for unit in units:
         for key, value in (unit.get("stats") or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 total[key] = total.get(key, 0) + value
+    return total
+
+
+ROLE_BUSY_SUFFIX = "_engine_busy_seconds"
+"""Batch-cost keys ``<role>_engine_busy_seconds`` (:class:`sand_framework.rollout.metered.MeteredPolicy`)."""
+
+
+def engine_time(units: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A data-building stage's engine time per role: ``{"wall_seconds": s, "agent": {"busy_seconds": s,
+    "utilization": u}, "base": {...}}``, where a role's utilization is the seconds it had at least one request
+    outstanding over the stage's wall seconds (the sum of its batch windows, so resumed stages count). Roles
+    appear as their batches recorded them (none for units written before they were measured)."""
+    total = _stats_totals(units)
+    wall = total.get("seconds", 0.0)
+    out: dict[str, Any] = {"wall_seconds": round(wall, 2)}
+    for key in sorted(total):
+        if key.endswith(ROLE_BUSY_SUFFIX) and not key.startswith("backend_"):
+            busy = total[key]
+            out[key[: -len(ROLE_BUSY_SUFFIX)]] = {
+                "busy_seconds": round(busy, 2), "utilization": round(min(1.0, busy / wall), 3) if wall > 0 else None}
+    return out
+
+
+def synthesis_rates(units: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`rollout_rates` of a synthesis stage from its units' recorded batch costs (``stats``), with
+    ``engine_utilization_by_role`` (:func:`engine_time`'s utilizations) where the batches measured it."""
+    units = list(units)
+    total = _stats_totals(units)
     busy = total.get("backend_engine_busy_seconds", total.get("backend_busy_seconds"))
-    return rollout_rates(total.get("seconds", 0.0), total.get("agent_turns", 0),
-                         total.get("backend_completion_tokens", 0), busy, total.get("backend_prompt_tokens", 0))
+    out = rollout_rates(total.get("seconds", 0.0), total.get("agent_turns", 0),
+                        total.get("backend_completion_tokens", 0), busy, total.get("backend_prompt_tokens", 0))
+    roles = {role: v["utilization"] for role, v in engine_time(units).items() if isinstance(v, dict)}
+    if roles:
+        out["engine_utilization_by_role"] = roles
+    return out

@@ -192,7 +192,7 @@ def test_lockstep_turn_seeds_do_not_depend_on_batch(env, trajs):
 
 
 def test_rollout_metrics_of_a_stage():
-    from sand_framework.engine.pipeline import batch_cost, rollout_metrics
+    from sand_framework.engine.stage_cost import batch_cost, rollout_metrics
 
     cost = batch_cost(({"completion_tokens": 10, "engine_busy_seconds": 1.0}, {"agent_turns": 2, "env_steps": 1}),
                       ({"completion_tokens": 110, "engine_busy_seconds": 4.0}, {"agent_turns": 12, "env_steps": 9}),
@@ -203,3 +203,48 @@ def test_rollout_metrics_of_a_stage():
     assert out["synth/iter1"]["agent_turns_per_s"] == 2.0 and out["synth/iter1"]["tokens_per_s"] == 20.0
     assert out["synth/iter1"]["engine_utilization"] == 0.6
     assert out["eval"]["agent_turns_per_s"] == 4.0 and out["eval"]["engine_utilization"] == 0.5
+
+
+def test_metered_policy_times_each_role_once_however_many_calls_overlap():
+    """Engine time per role (issue 39): a role is busy while any of its calls is outstanding, so two overlapping
+    agent calls count their union, a role never called counts 0, and ``submit`` exists exactly where the
+    policy has it (so the async client picks the same path it would for the bare policy)."""
+    from sand_framework.rollout.asynchronous import engine_client
+    from sand_framework.rollout.metered import MeteredPolicy
+
+    release, entered = threading.Event(), threading.Semaphore(0)
+
+    class Gated(ScriptedPolicy):
+        def generate(self, chats, sampling, role="agent"):
+            entered.release()
+            release.wait(10)
+            return super().generate(chats, sampling, role)
+
+    metered = MeteredPolicy(Gated())
+    chat = [{"role": "user", "content": "go"}]
+    t0 = time.perf_counter()
+    calls = [threading.Thread(target=metered.generate, args=([chat], SamplingParams(seed=k))) for k in range(2)]
+    for t in calls:
+        t.start()
+    entered.acquire(), entered.acquire()  # both calls are inside the policy at once
+    release.set()
+    for t in calls:
+        t.join()
+    window = time.perf_counter() - t0
+    busy = metered.busy_seconds()
+    latency = metered.meters["agent"].snapshot()["engine_latency_seconds"]
+    assert 0 < busy["agent_engine_busy_seconds"] <= window and busy["agent_engine_busy_seconds"] < latency
+    assert busy["base_engine_busy_seconds"] == 0.0
+    assert not hasattr(metered, "submit") and type(engine_client(metered)).__name__ == "MicroBatcher"
+
+    class Queued(ScriptedPolicy):
+        def submit(self, chat, sampling, role="agent"):
+            fut: Future = Future()
+            fut.set_result(self.generate([chat], sampling, role)[0])
+            return fut
+
+    queued = MeteredPolicy(Queued())
+    assert queued.submit(chat, SamplingParams(seed=0), "base").result()
+    after = queued.busy_seconds()
+    assert after["base_engine_busy_seconds"] > 0 and queued.busy_seconds() == after  # nothing left in flight
+    assert type(engine_client(queued)).__name__ == "_PolicyClient"

@@ -411,15 +411,16 @@ def same_expert_stage(straight: Path, run: Path) -> None:
 
 
 def stage_units(run: Path) -> dict[str, dict]:
-    """The stage's units by task, without the batch's wall times (not an artifact of the method)."""
+    """The stage's units by task, without the batch's times (wall, rollouts, engine roles busy: not artifacts of
+    the method)."""
     out = {}
     for line in (run / "iter1" / "synthesis.units.jsonl").read_text().splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:  # a line a kill tore: the store redoes that unit
             continue
-        for key in ("seconds", "rollout_seconds"):
-            rec["data"]["stats"].pop(key, None)
+        for key in [k for k in rec["data"]["stats"] if k.endswith("seconds")]:
+            rec["data"]["stats"].pop(key)
         out[rec["unit"]] = rec["data"]
     return out
 
@@ -479,7 +480,7 @@ def test_a_method_stage_counts_its_explorations_turns_and_seconds(tmp_path, plug
     """The engine's ``synth/iter1`` with each exploring method and the tiny-random model: the stage's summary and
     its rollout rates in metrics.json count every agent turn its episodes took (unparsable replies included) and
     the seconds they took, as the SAND synthesis's rollouts are counted (they were 0: explorations fed no counter)."""
-    from sand_framework.engine.pipeline import rollout_metrics
+    from sand_framework.engine.stage_cost import rollout_metrics
     from sand_framework.store import RunLayout as L
 
     short = ["data.limit=2"]  # two tasks: turns enough to count

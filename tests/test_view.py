@@ -378,3 +378,21 @@ def test_serve_binds_localhost_and_prints_the_ssh_hint(run, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_engine_time_per_role_reaches_summary_metrics_report_and_view(run, site, tmp_path):
+    """Issue 39, item 2: the data-building stage's busy seconds per engine role over its wall seconds. The
+    deliberating smoke run calls both roles (agent: samples and rollouts; base: critiques and syntheses) on one
+    in-process model, where the roles take turns: their busy seconds together fit in the stage's wall."""
+    from sand_framework.report import build_report
+
+    engine = json.loads((run / "state.json").read_text())["done"]["synth/iter1"]["engine_time"]
+    agent, base = engine["agent"], engine["base"]
+    assert agent["busy_seconds"] > 0 and base["busy_seconds"] > 0
+    assert agent["busy_seconds"] + base["busy_seconds"] <= engine["wall_seconds"] + 0.05
+    rates = json.loads((run / "metrics.json").read_text())["rollouts"]["synth/iter1"]
+    assert rates["engine_utilization_by_role"] == {"agent": agent["utilization"], "base": base["utilization"]}
+    md = build_report([run], tmp_path / "report").read_text()
+    section = md.split("## Engine time", 1)[1].split("\n## ", 1)[0]
+    assert f"| {engine['wall_seconds']:.1f} | {agent['busy_seconds']:.1f} (" in section
+    assert "Engine time" in site["index"].read_text()

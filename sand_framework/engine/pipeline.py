@@ -41,7 +41,9 @@ from sand_framework.errors import ComponentError, EmptyStageError, RecipeError
 from sand_framework.store import RunLayout as L
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.pairs import write_preference_pairs
-from sand_framework.metrics import rollout_rates, synthesis_rates
+from sand_framework.engine.stage_cost import batch_cost, rollout_metrics
+from sand_framework.metrics import engine_time
+from sand_framework.rollout.metered import MeteredPolicy
 from sand_framework.types import Trajectory
 from sand_framework.unit_saved import listening
 
@@ -257,8 +259,10 @@ class Pipeline:
         if missing:
             policy = self.ctx.policy()
             policy.set_agent_weights(weights["agent"])
-            tools = MethodTools(env=self.env, policy=policy, component=method_component(method, self.ctx.component),
-                                iteration=iteration, weights=dict(weights))
+            metered = MeteredPolicy(policy)  # engine time per role, whatever the backend, however the method asks
+            allowed = method_component(method, self.ctx.component)
+            tools = MethodTools(env=self.env, policy=metered, iteration=iteration, weights=dict(weights),
+                                component=lambda slot: metered if slot == "policy" else allowed(slot))
             executor = self.ctx.component("executor") if "executor" in self.recipe.slots else None
             batches = []
             for batch in chunks(trajs, self.recipe.run.synthesis_batch):
@@ -266,8 +270,8 @@ class Pipeline:
                 if todo:
                     batches.append((todo, unit_seed(self.recipe.run.seed, iteration, batch[0].task_id)))
 
-            def stats() -> tuple[dict[str, Any], dict[str, Any]]:
-                return dict(policy.stats), dict(executor.stats) if executor else {}
+            def stats() -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
+                return dict(policy.stats), dict(executor.stats) if executor else {}, metered.busy_seconds()
 
             before, t0 = stats(), time.time()
             with units.progress(self.progress(), f"{method.name} iter {iteration}"), contextlib.closing(
@@ -300,6 +304,7 @@ class Pipeline:
             summary = {"method": method.name, **method.summarize(built)}
             if data.pairs:
                 summary["pairs"] = len(data.pairs)
+            summary["engine_time"] = engine_time(built)
             self._stage_end(stage, summary)
             self.ctx.console.print(f"[bold]{stage}[/]: {summary}")
         return data
@@ -367,34 +372,3 @@ class Pipeline:
         self.rd.write_json(L.METRICS, metrics)
         self._notify("sand_run_end", metrics=metrics)
         return metrics
-
-
-def rollout_metrics(synthesis_units: dict[str, Any], eval_stats: dict[str, float] | None) -> dict[str, Any]:
-    """``metrics.json``'s ``rollouts``: per synthesis stage (from its units' batch costs, so resumed stages count)
-    and for this session's evaluation: agent turns/s, tokens/s and engine utilization."""
-    out = {stage: synthesis_rates(units) for stage, units in synthesis_units.items()}
-    if eval_stats and eval_stats.get("rollout_seconds"):
-        out["eval"] = rollout_rates(eval_stats["rollout_seconds"], eval_stats["agent_turns"],
-                                    eval_stats["completion_tokens"], eval_stats.get("engine_busy_seconds"),
-                                    eval_stats.get("prompt_tokens", 0))
-    return out
-
-
-def batch_cost(before: tuple[dict[str, Any], dict[str, Any]], after: tuple[dict[str, Any], dict[str, Any]],
-               seconds: float) -> dict[str, Any]:
-    """What one synthesis batch cost: wall seconds, backend calls and tokens, environment steps (replays
-    included) and environment worker faults survived. Recorded on the batch's first unit, so the stage's
-    totals stay right across resumes."""
-    (pol0, ex0), (pol1, ex1) = before, after
-    cost: dict[str, Any] = {"seconds": round(seconds, 2)}
-    for key in ("calls", "prompt_tokens", "completion_tokens"):
-        cost[f"backend_{key}"] = pol1.get(key, 0) - pol0.get(key, 0)
-    for key in ("busy_seconds", "engine_busy_seconds", "engine_queue_seconds"):
-        if key in pol1:
-            cost[f"backend_{key}"] = round(pol1.get(key, 0) - pol0.get(key, 0), 3)
-    for key in ("env_steps", "faults_survived", "hangs"):
-        cost[key if key == "env_steps" else f"env_{key}"] = ex1.get(key, 0) - ex0.get(key, 0)
-    for key in ("agent_turns", "rollout_seconds"):  # the executor's rollout loops (lock-step or asynchronous)
-        if key in ex1:
-            cost[key] = round(ex1.get(key, 0) - ex0.get(key, 0), 3)
-    return cost

@@ -59,6 +59,8 @@ def build_report(run_dirs: list[str | Path], out_dir: str | Path, bands_from: st
         md += ["## Synthesis", "", "Per SAND iteration: expert steps examined by the detector, steps deliberated, "
                "distinct candidates per deliberated step, rollouts executed, synthesizer fallbacks.", "",
                tables.synthesis_table(runs), ""]
+    if any(r.engine for r in runs):
+        md += ["## Engine time", "", tables.ENGINE_TIME_NOTE, "", tables.engine_time_table(runs), ""]
     weights = RunLayout.WEIGHTS
     tb = [r for r in runs if (r.path / weights).is_dir() and any((r.path / weights).glob("iter*/logs"))]
     if tb:

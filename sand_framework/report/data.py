@@ -17,7 +17,7 @@ import yaml
 from sand_framework.components import TaskResult
 from sand_framework.components.method import unit_totals
 from sand_framework.errors import RunDirError
-from sand_framework.metrics import difficulty_bands, task_results_from_units
+from sand_framework.metrics import difficulty_bands, engine_time, task_results_from_units
 from sand_framework.store import RunLayout as L, UnitLog, read_json
 
 Key = tuple[str, str]
@@ -58,6 +58,8 @@ class RunData:
     """model -> split -> per-task results, in evaluation order."""
     synthesis: dict[int, dict[str, Any]] = field(default_factory=dict)
     """iteration -> synthesis totals (steps examined, deliberated, candidates, rollouts, fallbacks, ...)."""
+    engine: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """iteration -> the data-building stage's engine time per role (:func:`sand_framework.metrics.engine_time`)."""
     reference: str | None = None
     bands: dict[Key, str] = field(default_factory=dict)
 
@@ -110,6 +112,7 @@ def load_run(path: str | Path) -> RunData:
                 if results:
                     run.evals.setdefault(model_dir.name, {})[log_path.name[: -len(L.UNITS)]] = results
     run.synthesis = load_synthesis(path, metrics)
+    run.engine = load_engine_time(path)
     run.reference = next((m for m in REFERENCE_ORDER if m in run.evals), run.models[0] if run.models else None)
     if run.reference is not None:
         run.bands = difficulty_bands({k: r.trajectory.reward for k, r in run.keyed(run.reference)})
@@ -130,6 +133,18 @@ def load_synthesis(path: Path, metrics: dict[str, Any]) -> dict[int, dict[str, A
             summary = {**unit_totals(units), "partial": True} if units else None
         if summary:
             out[k] = dict(summary)
+    return out
+
+
+def load_engine_time(path: Path) -> dict[int, dict[str, Any]]:
+    """Engine time per role of each data-building stage, from its units' batch costs (so partial stages show)."""
+    done = (read_json(path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
+    out: dict[int, dict[str, Any]] = {}
+    for k in L.iterations_in(path):
+        log = path / L.synthesis_units(k)
+        units = list(UnitLog(log).values()) if log.is_file() else []
+        if units:
+            out[k] = {**engine_time(units), "partial": L.synth_stage(k) not in done}
     return out
 
 

@@ -154,6 +154,30 @@ def synthesis_table(runs: list[RunData]) -> str:
     return markdown_table(header, rows, "ll" + "r" * 12)
 
 
+ENGINE_ROLES = ("agent", "base")
+"""The engine roles a data-building stage asks for work (:data:`sand_framework.rollout.metered.ROLES`)."""
+
+ENGINE_TIME_NOTE = ("Per data-building stage: its wall seconds and the seconds each engine role (the agent: "
+                    "samples, rollouts, explorations; the base model: critiques, syntheses) had at least one "
+                    "request outstanding, with their share of the wall. On one in-process model the roles take "
+                    "turns; on separate engines (vLLM's two) both shares near 100% mean neither waits for the other.")
+
+
+def engine_time_table(runs: list[RunData]) -> str:
+    """Per data-building stage: its wall seconds and each engine role's busy seconds and share of them."""
+    header = ["run", "iter", "wall s", *[f"{role} engine busy s (share)" for role in ENGINE_ROLES]]
+    rows = []
+    for run in runs:
+        for k, e in sorted(run.engine.items()):
+            cells = []
+            for role in ENGINE_ROLES:
+                r = e.get(role)
+                cells.append(f"{r['busy_seconds']:.1f} ({_pct(r['utilization'])})" if isinstance(r, dict) else None)
+            rows.append([run.label, f"{k}{' (partial)' if e.get('partial') else ''}", f"{e['wall_seconds']:.1f}",
+                         *cells])
+    return markdown_table(header, rows, "ll" + "r" * (1 + len(ENGINE_ROLES)))
+
+
 def _of(part: Any, whole: Any) -> str | None:
     """``part/whole``, or None where a run (written before they were counted) lacks them."""
     return f"{part}/{whole}" if isinstance(part, int) and isinstance(whole, int) else None

@@ -163,6 +163,9 @@ def overview(site: SiteData) -> dict[str, Any]:
         ov["tables"].append(("Synthesis", "Per iteration: expert steps examined by the detector, steps deliberated, "
                              "distinct candidates per deliberated step, rollouts executed, synthesizer fallbacks.",
                              parse_markdown_table(tables.synthesis_table(runs))))
+    if any(r.engine for r in runs):
+        ov["tables"].append(("Engine time", tables.ENGINE_TIME_NOTE,
+                             parse_markdown_table(tables.engine_time_table(runs))))
     if site.kind == "sweep":
         ov["sweep"] = sweep_overview(site.source)
     return ov
