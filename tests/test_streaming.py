@@ -149,5 +149,28 @@ def test_validate_notes_a_stream_setting_the_method_cannot_use(registries):
         assert "batches_in_flight" not in load_recipe(paper)[0].get("run", {}), paper
     assert all(recipe_inputs(plain, s) == recipe_inputs(streamed, s) for s in RunLayout.stages(1)), \
         "batches_in_flight is speed-only: it must not change a stage's fingerprint"
+    one_model = validate(load_recipe("quickstart", ["run.batches_in_flight=3"])[0], registries)
+    assert len(one_model.notes) == 1 and "policy 'transformers' serves the agent and the base model from one model" \
+        in one_model.notes[0]
     with pytest.raises(RecipeError, match=r"run.batches_in_flight: must be <= 64"):
         validate(load_recipe("repro2/sand", ["run.batches_in_flight=65"])[0], registries)
+
+
+def test_the_stage_simulation_replays_chunked_costs_and_bounds_the_overlap():
+    """benchmarks/streaming.py's discrete-event simulation of the stage: depth 1 is the chunked stage (the sum of
+    its batches), one shared model cannot finish before the engine work is done, and one engine per role
+    overlaps the agent's batch k+1 with the base's batch k (equal halves: about half the chunked wall)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "streaming.py"
+    spec = importlib.util.spec_from_file_location("streaming_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    costs = [{"seconds": 10.0, "agent": 4.0, "base": 4.0, "calls": 5} for _ in range(20)]  # 2 s host a batch
+    assert bench.simulate(costs, 1, shared=True)["wall_seconds"] == 200.0
+    assert bench.simulate(costs, 1, shared=False)["wall_seconds"] == 200.0
+    one = bench.simulate(costs, 3, shared=True)
+    assert 160.0 <= one["wall_seconds"] < 200.0  # only the host time hides behind the other role's calls
+    two = bench.simulate(costs, 3, shared=False)
+    assert two["wall_seconds"] < 0.65 * 200.0 and two["base_share"] > 0.6

@@ -133,6 +133,12 @@ def validate(data: dict[str, Any], registries: Registries, source: str | None = 
     if in_flight > 1 and method_cls is not None and method_cls.build_stream is Method.build_stream:
         notes.append(f"run.batches_in_flight is {in_flight}, but method {slots['method'][0]!r} builds one batch after "
                      "another (it has no build_stream of its own): the setting changes nothing for it")
+    elif in_flight > 1 and not callable(getattr(classes.get("policy"), "submit", None)):
+        notes.append(f"run.batches_in_flight is {in_flight}, but policy {slots['policy'][0]!r} serves the agent and "
+                     "the base model from one model in this process, one call at a time: streaming overlaps only "
+                     "the work outside the model (environment steps, host work), and the threads contend for the cores: "
+                     "measured slower than 1 (0.76x on the quickstart) "
+                     "(docs/scaling.md, \"Streamed data building\")")
     return Recipe(slots=slots, raw=data, classes=classes, notes=notes, **sections)
 
 

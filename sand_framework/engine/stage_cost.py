@@ -14,6 +14,19 @@ Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, float]]
 """(the policy's ``stats``, the executor's ``stats``, :meth:`MeteredPolicy.busy_seconds`) at one moment."""
 
 
+POLICY_COUNTS = ("calls", "prompt_tokens", "completion_tokens")
+POLICY_TIMES = ("busy_seconds", "engine_busy_seconds", "engine_queue_seconds")
+EXECUTOR_COUNTS = {"env_steps": "env_steps", "faults_survived": "env_faults_survived", "hangs": "env_hangs"}
+EXECUTOR_LOOPS = ("agent_turns", "rollout_seconds")  # the executor's rollout loops (lock-step or asynchronous)
+
+
+def is_batch_window(key: str) -> bool:
+    """Whether a unit's ``stats[key]`` is :func:`batch_cost`'s: a measurement of the batch's window (its time,
+    and with batches in flight also calls, tokens and steps of other batches), not something the method built."""
+    return (key == "seconds" or key.removeprefix("backend_") in POLICY_COUNTS + POLICY_TIMES
+            or key in EXECUTOR_COUNTS.values() or key in EXECUTOR_LOOPS or key.endswith("_engine_busy_seconds"))
+
+
 def rollout_metrics(synthesis_units: dict[str, Any], eval_stats: dict[str, float] | None) -> dict[str, Any]:
     """``metrics.json``'s ``rollouts``: per synthesis stage (from its units' batch costs, so resumed stages count)
     and for this session's evaluation: agent turns/s, tokens/s, engine utilization (and, for a synthesis stage,
@@ -35,14 +48,14 @@ def batch_cost(before: tuple[dict[str, Any], ...], after: tuple[dict[str, Any], 
     pol0, ex0, *roles0 = before
     pol1, ex1, *roles1 = after
     cost: dict[str, Any] = {"seconds": round(seconds, 2)}
-    for key in ("calls", "prompt_tokens", "completion_tokens"):
+    for key in POLICY_COUNTS:
         cost[f"backend_{key}"] = pol1.get(key, 0) - pol0.get(key, 0)
-    for key in ("busy_seconds", "engine_busy_seconds", "engine_queue_seconds"):
+    for key in POLICY_TIMES:
         if key in pol1:
             cost[f"backend_{key}"] = round(pol1.get(key, 0) - pol0.get(key, 0), 3)
-    for key in ("env_steps", "faults_survived", "hangs"):
-        cost[key if key == "env_steps" else f"env_{key}"] = ex1.get(key, 0) - ex0.get(key, 0)
-    for key in ("agent_turns", "rollout_seconds"):  # the executor's rollout loops (lock-step or asynchronous)
+    for key, name in EXECUTOR_COUNTS.items():
+        cost[name] = ex1.get(key, 0) - ex0.get(key, 0)
+    for key in EXECUTOR_LOOPS:
         if key in ex1:
             cost[key] = round(ex1.get(key, 0) - ex0.get(key, 0), 3)
     if roles0 and roles1:
