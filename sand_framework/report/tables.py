@@ -14,6 +14,7 @@ from sand_framework.metrics import (
     tokens_per_task,
 )
 from sand_framework.report.data import RunData, split_order
+from sand_framework.rollout.metered import ROLES
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
@@ -154,28 +155,25 @@ def synthesis_table(runs: list[RunData]) -> str:
     return markdown_table(header, rows, "ll" + "r" * 12)
 
 
-ENGINE_ROLES = ("agent", "base")
-"""The engine roles a data-building stage asks for work (:data:`sand_framework.rollout.metered.ROLES`)."""
-
 ENGINE_TIME_NOTE = ("Per data-building stage: its wall seconds and the seconds each engine role (the agent: "
                     "samples, rollouts, explorations; the base model: critiques, syntheses) had at least one "
                     "request outstanding, with their share of the wall. On one in-process model the roles take "
-                    "turns; on separate engines (vLLM's two) both shares near 100% mean neither waits for the other.")
+                    "turns; on an engine per role, both shares near 100% mean neither waits for the other.")
 
 
 def engine_time_table(runs: list[RunData]) -> str:
     """Per data-building stage: its wall seconds and each engine role's busy seconds and share of them."""
-    header = ["run", "iter", "wall s", *[f"{role} engine busy s (share)" for role in ENGINE_ROLES]]
+    header = ["run", "iter", "wall s", *[f"{role} engine busy s (share)" for role in ROLES]]
     rows = []
     for run in runs:
         for k, e in sorted(run.engine.items()):
             cells = []
-            for role in ENGINE_ROLES:
+            for role in ROLES:
                 r = e.get(role)
                 cells.append(f"{r['busy_seconds']:.1f} ({_pct(r['utilization'])})" if isinstance(r, dict) else None)
             rows.append([run.label, f"{k}{' (partial)' if e.get('partial') else ''}", f"{e['wall_seconds']:.1f}",
                          *cells])
-    return markdown_table(header, rows, "ll" + "r" * (1 + len(ENGINE_ROLES)))
+    return markdown_table(header, rows, "ll" + "r" * (1 + len(ROLES)))
 
 
 def _of(part: Any, whole: Any) -> str | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any
 
+from sand_framework.components.policy import Policy
+from sand_framework.metrics import ROLE_BUSY_SUFFIX
 from sand_framework.rollout.asynchronous import EngineMeter
 from sand_framework.types import Chat, Role, SamplingParams
 
@@ -30,8 +32,11 @@ class MeteredPolicy:
         self._policy = policy
         self.meters: dict[str, EngineMeter] = {role: EngineMeter() for role in ROLES}
 
+    def _meter(self, role: str) -> EngineMeter:
+        return self.meters.get(role) or self.meters.setdefault(role, EngineMeter())
+
     def generate(self, chats: list[Chat], sampling: SamplingParams, role: Role = "agent") -> Any:
-        meter = self.meters.get(role) or self.meters.setdefault(role, EngineMeter())
+        meter = self._meter(role)
         t0 = meter.begin()
         try:
             return self._policy.generate(chats, sampling, role)
@@ -39,7 +44,7 @@ class MeteredPolicy:
             meter.end(t0)
 
     def _submit(self, chat: Chat, sampling: SamplingParams, role: Role = "agent") -> Future:
-        meter = self.meters.get(role) or self.meters.setdefault(role, EngineMeter())
+        meter = self._meter(role)
         t0 = meter.begin()
         try:
             fut = self._policy.submit(chat, sampling, role)
@@ -51,7 +56,7 @@ class MeteredPolicy:
 
     def busy_seconds(self) -> dict[str, float]:
         """``{"agent_engine_busy_seconds": s, "base_engine_busy_seconds": s}``: busy time so far, per role."""
-        return {f"{role}_engine_busy_seconds": meter.snapshot()["engine_busy_seconds"]
+        return {f"{role}{ROLE_BUSY_SUFFIX}": meter.snapshot()["engine_busy_seconds"]
                 for role, meter in self.meters.items()}
 
     def __getattr__(self, name: str) -> Any:
@@ -61,3 +66,6 @@ class MeteredPolicy:
         if name == "submit" and callable(attr):
             return self._submit
         return attr
+
+
+Policy.register(MeteredPolicy)  # a method that checks isinstance(tools.policy, Policy) still sees a policy
