@@ -38,6 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from sand_framework.engine import stage_sim
+from sand_framework.engine.stage_sim import Layout, Task
+
 def units_without_windows(log: Path) -> dict[str, dict]:
     """The stage's units, less what the engine measured over each batch's window (its time and, with batches in
     flight, other batches' calls and steps too: ``stage_cost.is_batch_window``): what the method built."""
@@ -84,54 +87,56 @@ def batch_steps(cost: dict) -> tuple[list[tuple[str, float]], list[tuple[str, fl
     n_agent = max(1, cost["calls"] - n_base)
     host = max(0.0, cost["seconds"] - cost["agent"] - cost["base"])
     agent = [step for _ in range(n_agent) for step in (("agent", cost["agent"] / n_agent), ("host", host / n_agent))]
-    base = [("base", cost["base"] / n_base)] * n_base
+    base = [("base", cost["base"] / n_base)] * n_base if n_base else []  # no step disagreed: no critique
     return agent, base
 
 
-def simulate(costs: list[dict], depth: int, shared: bool) -> dict:
-    """A discrete-event simulation of the stage: batches through an agent phase and a base phase, one thread each,
-    at most ``depth`` batches in flight (batch k enters when batch k - depth has left; depth 1 is the chunked
-    stage), engine calls served first come first served by one engine (``shared``: the roles take turns on one
-    model, as the transformers policy in this process) or by one engine per role. Host steps need no engine.
-    Returns the simulated wall seconds and each engine role's busy share."""
-    n = len(costs)
-    steps = [[batch_steps(c)[p] for c in costs] for p in (0, 1)]
-    free = {"agent": 0.0, "base": 0.0}  # when each engine is next free
-    busy = {"agent": 0.0, "base": 0.0}
-    done: list[list[float | None]] = [[None] * n, [None] * n]  # when batch k left phase p
-    at = [[0, 0, 0.0], [0, 0, 0.0]]  # per phase thread: batch, step within it, time its next step may start
+LAYOUTS = {
+    "one_model": Layout({"agent": ("model",), "base": ("model",)}),
+    "engine_per_role": Layout({"agent": ("agent",), "base": ("base",)}),
+}
+"""How the roles meet in :func:`simulate`: on one model in this process (``transformers``: the roles take turns)
+or on one engine each (``vllm`` with an agent engine of its own, two ``openai`` servers). Host steps never wait."""
 
-    def admitted(p: int, k: int) -> float | None:
-        """When batch k may enter phase p (None: not known yet)."""
-        if p == 1:
-            return done[0][k]
-        return 0.0 if k < depth else done[1][k - depth]
 
-    while any(k < n for k, _, _ in at):
-        waiting = []
-        for p, (k, i, t) in enumerate(at):
-            if k < n:
-                gate = admitted(p, k) if i == 0 else t
-                if gate is not None:
-                    waiting.append((max(t, gate), p))
-        t, p = min(waiting)  # the earliest request is served first: first come, first served on each engine
-        k, i, _ = at[p]
-        if i < len(steps[p][k]):
-            kind, seconds = steps[p][k][i]
-            if kind != "host":
-                engine = "agent" if shared else kind
-                t = max(t, free[engine])
-                free[engine] = t + seconds
-                busy[kind] += seconds
-            t += seconds
-            i += 1
-        if i >= len(steps[p][k]):
-            done[p][k] = t
-            k, i = k + 1, 0
-        at[p] = [k, i, t]
-    wall = max(done[1]) if costs else 0.0
-    return {"wall_seconds": round(wall, 2), **{f"{role}_share": round(b / wall, 3) if wall else None
-                                              for role, b in busy.items()}}
+def simulate(costs: list[dict], depth: int, layout: str) -> dict:
+    """The stage's batches (their measured costs, :func:`batch_steps`) through an agent phase and a base phase,
+    at most ``depth`` batches in flight, the engine work shared as ``LAYOUTS[layout]`` says
+    (:func:`sand_framework.engine.stage_sim.simulate`). Returns the wall seconds and each role's busy share."""
+    batches = [[[Task(kind, seconds) for kind, seconds in phase] for phase in batch_steps(c)] for c in costs]
+    got = stage_sim.simulate(batches, depth, LAYOUTS[layout])
+    return {"wall_seconds": round(got["wall_seconds"], 2),
+            **{f"{role}_share": got["busy"].get(role) for role in ("agent", "base")}}
+
+
+def calibrate(arms: list[dict]) -> None:
+    """Each streamed arm, predicted from its round's chunked batch costs, and each arm of round r > 0 from round
+    0's (out of sample): the simulated batch windows against the measured ones (``engine_time.wall_seconds``),
+    and the simulated wall plus the chunked arm's time outside its batches (the agent engine's start, the same in
+    both arms) against the measured wall."""
+    first = next((a for a in arms if a["depth"] == 1), None)
+    for arm in arms:
+        own = next(a for a in arms if a["round"] == arm["round"] and a["depth"] == 1)
+        fixed = own["wall_seconds"] - sum(c["seconds"] for c in own["batches"])
+        measured = (arm["engine_time"] or {}).get("wall_seconds") or sum(c["seconds"] for c in arm["batches"])
+        sims = {}
+        for source, costs in (("own_round", own["batches"]), ("round_0", first["batches"])):
+            if arm["depth"] == 1 and (source == "own_round" or arm is first):
+                continue  # its own costs replayed chunked are its batches' sum: no test
+            for layout in LAYOUTS:
+                sim = simulate(costs, arm["depth"], layout)
+                sims[f"{layout}/{source}"] = {
+                    **sim, "batches_error": round(sim["wall_seconds"] / measured - 1, 3),
+                    "wall_error": round((sim["wall_seconds"] + fixed) / arm["wall_seconds"] - 1, 3)}
+        arm["measured_batches_seconds"] = round(measured, 2)
+        arm["outside_batches_seconds"] = round(fixed, 2)
+        arm["simulated"] = sims
+        for old in ("simulated_one_model", "simulated_two_engines", "simulation_error"):  # before stage_sim
+            arm.pop(old, None)
+        for name, sim in sims.items():
+            print(f"round {arm['round']} depth {arm['depth']}: simulated {name}: batches {sim['wall_seconds']:.1f} s "
+                  f"(measured {measured:.1f} s, {sim['batches_error']:+.1%}), wall {sim['wall_seconds'] + fixed:.1f} s"
+                  f" (measured {arm['wall_seconds']:.1f} s, {sim['wall_error']:+.1%})", flush=True)
 
 
 def build_stage(recipe: str, overrides: list[str], run_dir: Path, agent: str | None, expert_from: Path | None,
@@ -168,17 +173,8 @@ def build_stage(recipe: str, overrides: list[str], run_dir: Path, agent: str | N
             "units": units_without_windows(run_dir / "iter1" / "synthesis.units.jsonl")}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--recipe", default="quickstart")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a recipe override (repeatable)")
-    ap.add_argument("--batch", type=int, default=1, help="run.synthesis_batch (trajectories per batch)")
-    ap.add_argument("--depth", type=int, default=3, help="run.batches_in_flight of the streamed arm")
-    ap.add_argument("--repeats", type=int, default=1, help="rounds of (chunked, streamed)")
-    ap.add_argument("--agent-weights", default=None, help="the agent's weights (default: the base model)")
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
-
+def measure(args) -> tuple[list[dict], list[str]]:
+    """Every arm of every round, built on this machine."""
     os.environ.setdefault("SAND_NO_PROGRESS", "1")
     from sand_framework.plugins import load_plugins
 
@@ -201,46 +197,67 @@ def main() -> None:
                            differences=differences(units, reference))
                 arms.append(got)
                 e = got["engine_time"] or {}
-                print(f"round {r} depth {depth}: wall {got['wall_seconds']:.1f} s, agent busy "
-                      f"{(e.get('agent') or {}).get('busy_seconds')} s, base busy {(e.get('base') or {}).get('busy_seconds')}"
-                      f" s, deliberated {got['deliberated']}, same units: {got['same_units']}", flush=True)
+                agent, base_busy = ((e.get(role) or {}).get("busy_seconds") for role in ("agent", "base"))
+                print(f"round {r} depth {depth}: wall {got['wall_seconds']:.1f} s, agent busy {agent} s, base busy "
+                      f"{base_busy} s, deliberated {got['deliberated']}, same units: {got['same_units']}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return arms, base
 
-    def mean(depth: int, key=lambda a: a["wall_seconds"]) -> float:
-        xs = [key(a) for a in arms if a["depth"] == depth]
+
+def summarize(record: dict) -> dict:
+    """The record's figures over its arms (calibrated first): means, speed-up, bounds, the simulation's."""
+    arms, depth = record["arms"], record["depth"]
+    calibrate(arms)
+
+    def mean(d: int, key=lambda a: a["wall_seconds"]) -> float:
+        xs = [key(a) for a in arms if a["depth"] == d]
         return sum(xs) / len(xs)
 
-    for r in range(args.repeats):  # the simulation, calibrated: each streamed arm replayed from its round's chunked
-        measured = next(a for a in arms if a["round"] == r and a["depth"] == 1)
-        for arm in (a for a in arms if a["round"] == r and a["depth"] == args.depth):
-            arm["simulated_one_model"] = simulate(measured["batches"], args.depth, shared=True)
-            arm["simulated_two_engines"] = simulate(measured["batches"], args.depth, shared=False)
-            sim = arm["simulated_one_model"]["wall_seconds"]
-            arm["simulation_error"] = round(sim / arm["wall_seconds"] - 1, 3) if arm["wall_seconds"] else None
-            print(f"round {r}: simulated streamed wall {sim:.1f} s on one model (measured {arm['wall_seconds']:.1f} s, "
-                  f"error {arm['simulation_error']:+.1%}); on one engine per role "
-                  f"{arm['simulated_two_engines']['wall_seconds']:.1f} s")
-    chunked, streamed = mean(1), mean(args.depth)
+    chunked, streamed = mean(1), mean(depth)
     busy = {role: mean(1, lambda a, role=role: ((a["engine_time"] or {}).get(role) or {}).get("busy_seconds", 0.0))
             for role in ("agent", "base")}
-    record = {
-        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
-        "recipe": args.recipe, "overrides": base, "depth": args.depth, "repeats": args.repeats,
-        "agent_weights": args.agent_weights, "arms": arms,
+    per_role = mean(depth, lambda a: a["simulated"]["engine_per_role/own_round"]["wall_seconds"]
+                    + a["outside_batches_seconds"])
+    record.update({
         "chunked_wall_s": round(chunked, 2), "streamed_wall_s": round(streamed, 2),
         "speedup": round(chunked / streamed, 3) if streamed else None,
         "chunked_busy_s": {k: round(v, 2) for k, v in busy.items()},
         "bound_one_model": round(chunked / max(busy["agent"] + busy["base"], 1e-9), 3),
         "bound_two_engines": round(chunked / max(busy["agent"], busy["base"], 1e-9), 3),
         "same_units": all(a["same_units"] for a in arms),
-        "simulated_two_engines_speedup": round(chunked / mean(
-            args.depth, lambda a: a["simulated_two_engines"]["wall_seconds"]), 3) if streamed else None,
-    }
-    print(f"chunked {chunked:.1f} s, streamed (depth {args.depth}) {streamed:.1f} s: "
+        "simulated_engine_per_role_speedup": round(chunked / per_role, 3) if per_role else None,
+    })
+    record.pop("simulated_two_engines_speedup", None)  # the name before stage_sim
+    print(f"chunked {chunked:.1f} s, streamed (depth {depth}) {streamed:.1f} s: "
           f"{record['speedup']}x; the chunked arm's busy time bounds it at {record['bound_one_model']}x on one "
           f"in-process model, {record['bound_two_engines']}x on two engines; same units: {record['same_units']}")
-    out = Path(args.out or Path(__file__).resolve().parent / "data" / f"streaming-{platform.node() or 'host'}.json")
+    return record
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--recipe", default="quickstart")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a recipe override (repeatable)")
+    ap.add_argument("--batch", type=int, default=1, help="run.synthesis_batch (trajectories per batch)")
+    ap.add_argument("--depth", type=int, default=3, help="run.batches_in_flight of the streamed arm")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds of (chunked, streamed)")
+    ap.add_argument("--agent-weights", default=None, help="the agent's weights (default: the base model)")
+    ap.add_argument("--resimulate", default=None, metavar="RECORD",
+                    help="recompute a record's simulation and figures from its measured arms (builds nothing)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    if args.resimulate:
+        record = summarize(json.loads(Path(args.resimulate).read_text()))
+        out = Path(args.out or args.resimulate)
+    else:
+        arms, base = measure(args)
+        record = summarize({
+            "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
+            "recipe": args.recipe, "overrides": base, "depth": args.depth, "repeats": args.repeats,
+            "agent_weights": args.agent_weights, "arms": arms})
+        out = Path(args.out or Path(__file__).resolve().parent / "data" / f"streaming-{platform.node() or 'host'}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"record: {out}")

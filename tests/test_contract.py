@@ -316,7 +316,8 @@ def test_the_example_plugin_declares_the_contract_it_supports():
 
 
 OPTIONAL_HOOKS = ("context_token_budget", "device_plan", "weights_kind", "expect_agent_weights", "rollout_stats",
-                  "input_files", "agent_token_budget", "thought_token_budget", "deliberations", "unit_shape", "benchmark")
+                  "input_files", "agent_token_budget", "thought_token_budget", "deliberations", "unit_shape",
+                  "benchmark", "concurrent_generate")
 
 
 def test_optional_component_hooks_are_declared_on_the_bases_and_never_looked_up_by_name():
@@ -330,7 +331,7 @@ def test_optional_component_hooks_are_declared_on_the_bases_and_never_looked_up_
     assert Component.device_plan(None, None) == [] and Component.context_token_budget(None) == {}
     assert Trainer.weights_kind(None) is None and PreferenceTrainer.weights_kind(None) is None
     assert Policy.expect_agent_weights(None, "full") is None and Evaluator.rollout_stats is None
-    assert Method.unit_shape == "generic" and Environment.benchmark is None
+    assert Method.unit_shape == "generic" and Environment.benchmark is None and Policy.concurrent_generate is False
     core = Path(__file__).resolve().parent.parent / "sand_framework"
     looked_up = [f"{p.relative_to(core)}: {m.group(0)}" for p in core.rglob("*.py")
                  for m in re.finditer(r"getattr\(.*?[\"'](%s)[\"']" % "|".join(OPTIONAL_HOOKS), p.read_text())]

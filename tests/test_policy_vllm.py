@@ -162,6 +162,22 @@ def test_same_seed_same_samples(policy):
 
 @needs_vllm
 @pytest.mark.vllm
+def test_generate_from_several_threads_at_once_gives_each_caller_what_it_gets_alone(policy):
+    """A streamed build's phases call the policy side by side (``concurrent_generate``): their requests share the
+    engine's batch through one pump, and each caller gets what it gets alone (seeded samples, greedy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert VLLMPolicy.concurrent_generate
+    calls = [([CHAT, CHAT2], SAMPLE, "base"), ([CHAT2], GREEDY, "agent"),
+             ([CHAT], SamplingParams(n=2, temperature=1.0, max_new_tokens=16, seed=7), "agent")]
+    alone = [_texts(policy.generate(chats, sp, role=role)) for chats, sp, role in calls]
+    with ThreadPoolExecutor(len(calls) * 2) as pool:
+        together = list(pool.map(lambda call: _texts(policy.generate(call[0], call[1], role=call[2])), calls * 2))
+    assert together == alone * 2
+
+
+@needs_vllm
+@pytest.mark.vllm
 def test_prompt_shortening_keeps_head(policy):
     long_chat = list(CHAT)
     for i in range(200):

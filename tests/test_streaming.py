@@ -123,6 +123,36 @@ def test_streamed_sand_units_are_the_chunked_units_byte_for_byte(registries, twx
     assert {"sand-stream-0", "sand-stream-1", "sand-stream-2"} <= policy.threads, policy.threads
 
 
+class CountingOverlap(ThreadNoting):
+    """Notes the most ``generate`` calls in progress at once; each call lasts long enough for phases to meet."""
+
+    def __init__(self, concurrent: bool, **kw):
+        super().__init__(**kw)
+        self.concurrent_generate = concurrent
+        self._inside, self.most, self._count = 0, 0, threading.Lock()
+
+    def generate(self, chats, sampling, role="agent"):
+        with self._count:
+            self._inside += 1
+            self.most = max(self.most, self._inside)
+        try:
+            time.sleep(0.02)
+            return super().generate(chats, sampling, role)
+        finally:
+            with self._count:
+                self._inside -= 1
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_a_policy_that_takes_concurrent_calls_gets_the_phases_side_by_side(registries, twx, concurrent):
+    """``Policy.concurrent_generate`` (vLLM's continuous batching) lets the streamed phases call ``generate`` at
+    once; a policy without it gets them one at a time. The units are the chunked ones either way."""
+    chunked, streamed, policy = _streamed_and_chunked(registries, twx,
+                                                      lambda: CountingOverlap(concurrent, seed=5))
+    assert streamed == chunked
+    assert (policy.most > 1) if concurrent else (policy.most == 1), policy.most
+
+
 def test_streamed_units_equal_chunked_with_a_real_model(registries, twx, tiny_model_dir):
     def make():
         policy = registries.build("policy", "transformers", {"threads": 1})
@@ -168,9 +198,16 @@ def test_the_stage_simulation_replays_chunked_costs_and_bounds_the_overlap():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     costs = [{"seconds": 10.0, "agent": 4.0, "base": 4.0, "calls": 5} for _ in range(20)]  # 2 s host a batch
-    assert bench.simulate(costs, 1, shared=True)["wall_seconds"] == 200.0
-    assert bench.simulate(costs, 1, shared=False)["wall_seconds"] == 200.0
-    one = bench.simulate(costs, 3, shared=True)
+    assert bench.simulate(costs, 1, "one_model")["wall_seconds"] == 200.0
+    assert bench.simulate(costs, 1, "engine_per_role")["wall_seconds"] == 200.0
+    one = bench.simulate(costs, 3, "one_model")
     assert 160.0 <= one["wall_seconds"] < 200.0  # only the host time hides behind the other role's calls
-    two = bench.simulate(costs, 3, shared=False)
+    two = bench.simulate(costs, 3, "engine_per_role")
     assert two["wall_seconds"] < 0.65 * 200.0 and two["base_share"] > 0.6
+    arms = [{"round": 0, "depth": d, "wall_seconds": w, "engine_time": {"wall_seconds": 200.0 if d == 1 else 130.0},
+             "batches": costs} for d, w in ((1, 230.0), (3, 160.0))]
+    bench.calibrate(arms)  # 30 s outside the batches (the agent engine's start) counts in both arms' walls
+    sim = arms[1]["simulated"]["engine_per_role/own_round"]
+    assert arms[1]["outside_batches_seconds"] == 30.0 and "simulated" in arms[0] and not arms[0]["simulated"]
+    assert sim["batches_error"] == round(sim["wall_seconds"] / 130.0 - 1, 3)
+    assert sim["wall_error"] == round((sim["wall_seconds"] + 30.0) / 160.0 - 1, 3)

@@ -29,6 +29,12 @@ class Policy(Component[P], abc.ABC):
 
     kind: ClassVar[str] = "policy"
 
+    concurrent_generate: ClassVar[bool] = False
+    """Optional. True when :meth:`generate` may be called from several threads at once, the calls sharing the
+    engine's batch (vLLM's continuous batching). A streamed build (``run.batches_in_flight`` > 1) then lets its
+    phases call the policy side by side; with False (the default, a model decoding in this process) it hands them
+    one call at a time (:class:`sand_framework.synthesis.SerialPolicy`)."""
+
     @abc.abstractmethod
     def setup(self, base_model: str) -> None:
         """Required. Load the base model (a local path or hub id, already resolved from an alias).

@@ -45,7 +45,7 @@ class SandMethod(Method[NoParams]):
         thread per phase, so the agent engine samples and rolls out batch k+1 while the base engine critiques
         batch k. Every call keeps its batch's seed, so the units are those of the chunked loop."""
         comps = self._components(tools)
-        if depth > 1:  # the phases run in threads of their own: one model call at a time
+        if depth > 1 and not comps.policy.concurrent_generate:  # the phases' threads take turns on the model
             comps = dataclasses.replace(comps, policy=SerialPolicy(comps.policy))
         work = (BatchInProgress(trajs, comps, seed) for trajs, seed in batches)
         stages = stream(work, PHASES, depth)

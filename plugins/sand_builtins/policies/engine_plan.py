@@ -287,6 +287,22 @@ def engine_kwargs(spec: EngineSpec, params: Any, model: str, tokenizer: str, on_
 
 
 @contextmanager
+def engine_environment(**values: str) -> Iterator[None]:
+    """Environment variables set to ``values`` while an engine starts (its worker processes inherit them), the
+    previous values restored after. Empty values are left alone."""
+    before = {k: os.environ.get(k) for k, v in values.items() if v}
+    os.environ.update({k: v for k, v in values.items() if v})
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+@contextmanager
 def visible_devices(devices: tuple[int, ...]) -> Iterator[None]:
     """``CUDA_VISIBLE_DEVICES`` narrowed to ``devices`` (indices of the currently visible GPUs) while an engine
     starts: vLLM's worker processes inherit it and see only their GPUs. No-op for an empty tuple."""
@@ -296,14 +312,8 @@ def visible_devices(devices: tuple[int, ...]) -> Iterator[None]:
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
     visible = [d.strip() for d in before.split(",")] if before else None
     chosen = [visible[i] if visible and i < len(visible) else str(i) for i in devices]
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
-    try:
+    with engine_environment(CUDA_VISIBLE_DEVICES=",".join(chosen)):
         yield
-    finally:
-        if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 def _devices(d: tuple[int, ...]) -> str:

@@ -36,11 +36,12 @@ adapters (:meth:`expect_agent_weights`). Without sleep mode
 (CPU), :meth:`release` shuts the engines down and the next ``setup`` starts
 them again.
 
-Asynchronous rollouts (:mod:`sand_framework.rollout.asynchronous`) reach the engine through :meth:`VLLMPolicy.submit`:
-one request per agent turn, added to the running engine as it comes (``LLMEngine.add_request``) while one thread
-steps the engine's scheduler (``LLMEngine.step``), so vLLM's continuous batching serves whatever turns are in
-flight; the requests are those an ``AsyncLLM`` would schedule, on the same engine object (no second engine, same
-sleep/LoRA/merge handling). A synchronous :meth:`generate` waits until no submitted request is in flight.
+Every request reaches its engine through one thread (:class:`~sand_builtins.policies.vllm_pump.RequestPump`):
+added to the running engine as it comes (``LLMEngine.add_request``) while that thread steps the engines'
+schedulers (``LLMEngine.step``), so vLLM's continuous batching serves whatever is in flight. Asynchronous rollouts
+(:mod:`sand_framework.rollout.asynchronous`) submit one request per agent turn (:meth:`VLLMPolicy.submit`); a
+synchronous :meth:`generate` queues its requests the same way and waits for them, so the phases of a streamed
+build call it from their threads side by side (``concurrent_generate``) and share the engine's batch.
 ``stats`` then carry ``engine_busy_seconds`` (time with a request in the engine), ``engine_queue_seconds`` (time
 requests waited before the engine took them) and ``engine_latency_seconds``.
 
@@ -59,10 +60,7 @@ import json
 import logging
 import os
 import shutil
-import itertools
-import queue
 import tempfile
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -73,11 +71,12 @@ from annotated_types import Ge, Gt, Interval
 
 from sand_builtins.models import ADAPTER_CONFIG
 from sand_builtins.policies.engine_plan import (
-    EnginePlan, device_count_and_memory, engine_kwargs, model_heads, plan_engines, plan_lines, visible_devices,
-    weights_gb,
+    EnginePlan, device_count_and_memory, engine_environment, engine_kwargs, model_heads, plan_engines, plan_lines,
+    visible_devices, weights_gb,
 )
 from sand_builtins.policies.local import LocalPolicy
 from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
+from sand_builtins.policies.vllm_pump import RequestPump
 from sand_framework import hookimpl
 from sand_framework.errors import ModelUnavailable
 from sand_framework.rollout import EngineMeter
@@ -89,6 +88,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     name = "vllm"
     requires = {"vllm": "vllm"}
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
+    concurrent_generate = True
 
     @dataclass
     class Params:
@@ -130,6 +130,11 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
         cpu_threads_bind: str = ""
         """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
+        agent_cpu_threads_bind: str = ""
+        """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` of the agent's own engine (a full-model agent, or ``lora_mode:
+        merge``), so that the two engines compute on different cores: vLLM's ``auto`` binds every engine to the
+        same first cores (measured, docs/scaling.md section 7). E.g. ``cpu_threads_bind: "0"`` and this ``"1"``
+        on two cores. Empty = as ``cpu_threads_bind``."""
         tensor_parallel_size: Annotated[int, Ge(0)] = 0
         """GPUs per engine; 0 = auto: the largest power of two of the GPUs the engine is placed on."""
         seed: Annotated[int, Ge(0)] = 0
@@ -164,12 +169,8 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         self.plan: EnginePlan | None = None
         """Where the engines go (:func:`~sand_builtins.policies.engine_plan.plan_engines`), made in ``setup``."""
         self._stats.update(engine_starts=0, engine_start_seconds=0.0)
-        self._engine_lock = threading.Lock()
-        """Held by a synchronous generate, or by the submit pump while it has requests in the engine."""
-        self._pump: threading.Thread | None = None
-        self._pump_q: queue.Queue = queue.Queue()
-        self._req_ids = itertools.count()
         self.meter = EngineMeter()
+        self._pump = RequestPump(self._engine_for, self._activate, self._engines_share, self.meter)
 
     @classmethod
     def device_plan(cls, params: VLLMParams, node: Any) -> list[str]:
@@ -246,9 +247,11 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         together = self._plan().both_awake and self._planned(role)
         if not together:
             self._activate(None)  # a new engine sizes its cache from free memory: the others sleep first
+        bind = self.params.agent_cpu_threads_bind if self.on_cpu and role == "agent" else ""
         start = time.perf_counter()
         try:
-            with visible_devices(self._spec(role).devices if together and len(self._plan().engines) > 1 else ()):
+            with visible_devices(self._spec(role).devices if together and len(self._plan().engines) > 1 else ()), \
+                    engine_environment(VLLM_CPU_OMP_THREADS_BIND=bind):
                 llm = vllm.LLM(**kwargs)
         except (OSError, ValueError) as exc:
             raise ModelUnavailable(f"vLLM cannot load {path!r}: {type(exc).__name__}: {exc}") from exc
@@ -264,14 +267,20 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     def _sleep_enabled(self) -> bool:
         return self.params.sleep_mode == "on" or (self.params.sleep_mode == "auto" and not self.on_cpu)
 
+    def _both_awake(self) -> bool:
+        """The plan keeps both engines awake (and the agent's engine is the one it planned)."""
+        return self.plan is not None and self.plan.both_awake and (self.agent_llm is None or self._planned("agent"))
+
+    def _engines_share(self) -> bool:
+        """Both engines may hold requests at once: nothing sleeps (CPU), or the plan keeps both awake."""
+        return not self._sleep_enabled() or self._both_awake()
+
     def _activate(self, llm: Any) -> None:
         """Wake ``llm``; unless the plan keeps both engines awake, put the other to sleep first (``None``: put all
         to sleep). No-op without sleep mode."""
         if not self._sleep_enabled():
             return
-        together = self.plan is not None and self.plan.both_awake and (
-            self.agent_llm is None or self._planned("agent"))
-        if llm is None or not together:
+        if llm is None or not self._both_awake():
             for other in (self.base_llm, self.agent_llm):
                 if other is not None and other is not llm and id(other) not in self._asleep:
                     other.sleep(level=1)
@@ -398,6 +407,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
 
     def _sampling_params(self, n_prompts: int, sampling: SamplingParams, per_chat: int, greedy: bool) -> list[Any]:
         from vllm import SamplingParams as VSamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         max_new = max(1, int(sampling.max_new_tokens))
         stops = [s for s in self.params.stop if s]
@@ -405,7 +415,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         for i in range(n_prompts):
             kw: dict[str, Any] = dict(
                 n=per_chat, max_tokens=max_new, stop=stops or None, stop_token_ids=self._stop_ids or None,
-                skip_special_tokens=True,
+                skip_special_tokens=True, output_kind=RequestOutputKind.FINAL_ONLY,  # the pump takes finished ones
             )
             if greedy:
                 kw.update(temperature=0.0)
@@ -425,22 +435,15 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         params = self._sampling_params(len(prompts), sampling, per_chat, greedy)
         if not greedy and per_chat > 1 and any(getattr(sp, "seed", None) is not None for sp in params):
             return self._generate_each_sample(prompts, params, role, per_chat)
-        outputs = self._run_requests([{"prompt_token_ids": p} for p in prompts], params, role, len(prompts))
+        outputs = self._run_requests(prompts, params, role)
         return [[self.completion(o.text, len(p), len(o.token_ids)) for o in sorted(out.outputs, key=lambda o: o.index)]
                 for p, out in zip(prompts, outputs)]
 
-    def _run_requests(self, inputs: list[dict[str, Any]], params: list[Any], role: Role, chats: int) -> list[Any]:
-        """One ``LLM.generate`` on the role's engine (its adapter, if any), timed for the engine meter."""
-        gen_kwargs: dict[str, Any] = {"use_tqdm": False}
-        with self._engine_lock:
-            llm, lora = self._engine_for(role)
-            self._activate(llm)
-            if lora is not None:
-                gen_kwargs["lora_request"] = lora
-            start = time.perf_counter()
-            outputs = llm.generate(inputs, params, **gen_kwargs)
-            self.meter.span(time.perf_counter() - start, chats)
-        return outputs
+    def _run_requests(self, prompts: list[list[int]], params: list[Any], role: Role) -> list[Any]:
+        """The requests on the role's engine (its adapter, if any) through the pump, waited for: each
+        ``RequestOutput`` in order."""
+        futures = [self._pump.put(ids, sp, role, finish=lambda out: out) for ids, sp in zip(prompts, params)]
+        return [f.result() for f in futures]
 
     def _generate_each_sample(self, prompts: list[list[int]], params: list[Any], role: Role,
                               per_chat: int) -> list[list[Completion]]:
@@ -457,9 +460,10 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
                 expanded.append(VSamplingParams(
                     n=1, max_tokens=sp.max_tokens, stop=sp.stop or None, stop_token_ids=sp.stop_token_ids or None,
                     skip_special_tokens=sp.skip_special_tokens, temperature=sp.temperature, top_p=sp.top_p,
-                    top_k=sp.top_k, seed=None if sp.seed is None else (int(sp.seed) + j) & 0x7FFFFFFF))
-                inputs.append({"prompt_token_ids": prompt})
-        outputs = self._run_requests(inputs, expanded, role, len(prompts))
+                    top_k=sp.top_k, seed=None if sp.seed is None else (int(sp.seed) + j) & 0x7FFFFFFF,
+                    output_kind=sp.output_kind))
+                inputs.append(prompt)
+        outputs = self._run_requests(inputs, expanded, role)
         return [[self.completion(o.outputs[0].text, len(prompt), len(o.outputs[0].token_ids))
                  for o in outputs[i * per_chat:(i + 1) * per_chat]] for i, prompt in enumerate(prompts)]
 
@@ -469,7 +473,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
 
     def submit(self, chat: Chat, sampling: SamplingParams, role: Role = "agent") -> Future:
         """One chat's ``sampling.n`` completions as a future, generated by the running engine alongside every other
-        submitted request (continuous batching); ``sampling.seeds[0]`` (else ``seed``) is the request's seed."""
+        request in flight (continuous batching); ``sampling.seeds[0]`` (else ``seed``) is the request's seed."""
         self._require_setup()
         if role not in ("agent", "base"):
             raise ValueError(f"role must be 'agent' or 'base', got {role!r}")
@@ -477,82 +481,14 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         greedy = sampling.temperature is None or sampling.temperature <= 0
         ids = self.prompt_ids(chat, role, self._prompt_limit(max(1, int(sampling.max_new_tokens))))
         params = self._sampling_params(1, sampling, 1 if greedy else n, greedy)[0]
-        fut: Future = Future()
-        self._pump_q.put((ids, params, role, n if greedy else 1, fut, self.meter.begin()))
-        if self._pump is None or not self._pump.is_alive():
-            self._pump = threading.Thread(target=self._pump_main, name="sand-vllm-pump", daemon=True)
-            self._pump.start()
-        return fut
+        copies = n if greedy else 1
 
-    def _pump_main(self) -> None:
-        """Add submitted requests to their engine and step the engines until every request is answered."""
-        from vllm.sampling_params import RequestOutputKind
+        def finish(out: Any) -> list[Completion]:
+            outs = [self.completion(o.text, len(ids), len(o.token_ids))
+                    for o in sorted(out.outputs, key=lambda o: o.index)]
+            return [Completion(**outs[0].to_dict()) for _ in range(copies)] if copies > 1 else outs
 
-        inflight: dict[str, tuple] = {}
-        engines: dict[int, Any] = {}
-        while True:
-            items = []
-            if not inflight:
-                item = self._pump_q.get()
-                if item is None:
-                    return
-                items.append(item)
-            while True:
-                try:
-                    item = self._pump_q.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._pump_q.put(None)
-                    break
-                items.append(item)
-            for ids, params, role, copies, fut, t0 in items:
-                try:
-                    if not inflight:
-                        self._engine_lock.acquire()
-                    llm, lora = self._engine_for(role)
-                    if not engines:
-                        self._activate(llm)
-                    rid = f"sand-{next(self._req_ids)}"
-                    params.output_kind = RequestOutputKind.FINAL_ONLY
-                    llm.llm_engine.add_request(rid, {"prompt_token_ids": ids}, params, lora_request=lora)
-                    engines[id(llm)] = llm
-                    inflight[rid] = (ids, copies, fut, t0)
-                    self.meter.started(t0)
-                except BaseException as exc:  # noqa: BLE001 - delivered to the episode that asked
-                    self.meter.end(t0)
-                    fut.set_exception(exc)
-                    if not inflight and self._engine_lock.locked():
-                        self._engine_lock.release()
-            if not inflight:
-                continue
-            try:
-                for llm in list(engines.values()):
-                    if not llm.llm_engine.has_unfinished_requests():
-                        continue
-                    for out in llm.llm_engine.step():
-                        if not getattr(out, "finished", False) or out.request_id not in inflight:
-                            continue
-                        ids, copies, fut, t0 = inflight.pop(out.request_id)
-                        outs = [self.completion(o.text, len(ids), len(o.token_ids))
-                                for o in sorted(out.outputs, key=lambda o: o.index)]
-                        self.meter.end(t0)
-                        fut.set_result([Completion(**outs[0].to_dict()) for _ in range(copies)] if copies > 1 else outs)
-            except BaseException as exc:  # noqa: BLE001 - the engine failed: every request in flight fails
-                for ids, copies, fut, t0 in inflight.values():
-                    self.meter.end(t0)
-                    fut.set_exception(exc)
-                inflight.clear()
-            if not inflight:
-                engines.clear()
-                self._engine_lock.release()
-
-    def _stop_pump(self) -> None:
-        if self._pump is not None and self._pump.is_alive():
-            self._pump_q.put(None)
-            self._pump.join(30)
-        self._pump = None
-        self._pump_q = queue.Queue()
+        return self._pump.put(ids, params, role, finish)
 
     @property
     def stats(self) -> dict[str, float]:
@@ -571,7 +507,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     # ------------------------------------------------------------------
 
     def close(self) -> None:
-        self._stop_pump()
+        self._pump.stop()
         self._lora = None
         self._asleep.clear()
         if self.agent_llm is not None:
