@@ -53,3 +53,22 @@ def test_a_batch_enters_only_when_depth_allows_and_phases_keep_their_order():
     # unbounded: the agent runs ahead, the base phase is the bottleneck: 1 + 3 x 4
     assert simulate(work, 3, ENGINES)["wall_seconds"] == pytest.approx(13.0)
     assert simulate([], 2, ENGINES)["wall_seconds"] == 0.0
+
+
+def test_docs_gpu_projection_table_is_the_scripts_output():
+    """docs/gpu.md's hours are computed from the plan the code builds (benchmarks/projection.py), not typed."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("projection_benchmark", root / "benchmarks" / "projection.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    doc = (root / "docs" / "gpu.md").read_text(encoding="utf-8")
+    shown = doc.split("<!-- projection:begin -->\n", 1)[1].split("\n<!-- projection:end -->", 1)[0]
+    assert shown == bench.markdown(bench.table())
+    full8 = [r for r in bench.table() if r["gpus"] == 8 and not r["lora"] and r["agent_tokens"] == 31.0]
+    assert [r["engines"] for r in full8][0] == ["base: GPUs 0,1,2,3 (tp=4)", "agent: GPUs 4,5,6,7 (tp=4)"]
+    assert full8[1]["hours"] < full8[0]["hours"]  # streaming pays where the roles have engines of their own

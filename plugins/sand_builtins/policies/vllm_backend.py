@@ -78,6 +78,7 @@ from sand_builtins.policies.local import LocalPolicy
 from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
 from sand_builtins.policies.vllm_pump import RequestPump
 from sand_framework import hookimpl
+from sand_framework.config.paramdoc import SpeedOnly
 from sand_framework.errors import ModelUnavailable
 from sand_framework.rollout import EngineMeter
 from sand_framework.types import Chat, Completion, Role, SamplingParams
@@ -130,7 +131,8 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
         cpu_threads_bind: str = ""
         """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
-        agent_cpu_threads_bind: str = ""
+        agent_cpu_threads_bind: Annotated[str, SpeedOnly(
+            "which cores compute, not what: the engines' outputs are the same on any binding")] = ""
         """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` of the agent's own engine (a full-model agent, or ``lora_mode:
         merge``), so that the two engines compute on different cores: vLLM's ``auto`` binds every engine to the
         same first cores (measured, docs/scaling.md section 7). E.g. ``cpu_threads_bind: "0"`` and this ``"1"``
