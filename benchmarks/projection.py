@@ -183,6 +183,28 @@ def table(scale: float = 1.0) -> list[dict]:
     return rows
 
 
+def workload(shape: Shape = Shape(), recipe: Recipe = Recipe()) -> dict:
+    """One iteration's work in the shape's terms, the counts the stage simulation is fed (for docs/gpu.md)."""
+    steps = shape.trajectories * shape.steps
+    deliberated = steps * shape.deliberated
+    rollouts = deliberated * shape.candidates
+    turns = rollouts * rollout_turns(shape)
+    generated = (steps * recipe.samples + turns) * shape.agent_tokens + rollouts * recipe.critic_tokens \
+        + deliberated * recipe.synthesis_tokens
+    return {"expert_steps": steps, "sampled_turns": steps * recipe.samples, "deliberated_steps": deliberated,
+            "rollouts": rollouts, "rollout_turns": turns, "critiques": rollouts, "syntheses": deliberated,
+            "generated_tokens": generated, "env_step_hours_one_worker": turns * shape.env_step_s / 3600}
+
+
+def workload_markdown(w: dict | None = None) -> str:
+    w = w or workload()
+    return (f"Per iteration: {w['expert_steps']:,.0f} expert steps, {w['sampled_turns']:,.0f} sampled agent turns, "
+            f"{w['deliberated_steps']:,.0f} deliberated steps, {w['rollouts']:,.0f} rollouts of "
+            f"{w['rollout_turns']:,.0f} turns in all, as many critiques, {w['syntheses']:,.0f} syntheses: "
+            f"{w['generated_tokens'] / 1e6:.1f} M generated tokens; the rollouts' environment steps alone are "
+            f"{w['env_step_hours_one_worker']:.1f} h on one worker.")
+
+
 def markdown(rows: list[dict]) -> str:
     lines = ["| agent tokens / turn | GPUs | agent weights | engines | streamed (D) | hours | agent busy / used "
              "| base busy / used |", "|--:|--:|---|---|--:|--:|--:|--:|"]
@@ -215,8 +237,9 @@ def main() -> None:
     args = ap.parse_args()
     rows = table(args.rate_scale)
     print(markdown(rows))
+    print(workload_markdown())
     record = {"rate_scale": args.rate_scale, "shape": Shape().__dict__, "recipe": Recipe().__dict__,
-              "rollout_turns": round(rollout_turns(Shape()), 2), "measured_inputs": measured_inputs(), "rows": rows}
+              "rollout_turns": round(rollout_turns(Shape()), 2), "workload": workload(), "measured_inputs": measured_inputs(), "rows": rows}
     if args.rate_scale == 1.0:
         Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
         print(f"record: {args.out}")

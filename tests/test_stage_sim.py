@@ -69,6 +69,11 @@ def test_docs_gpu_projection_table_is_the_scripts_output():
     doc = (root / "docs" / "gpu.md").read_text(encoding="utf-8")
     shown = doc.split("<!-- projection:begin -->\n", 1)[1].split("\n<!-- projection:end -->", 1)[0]
     assert shown == bench.markdown(bench.table())
+    work = doc.split("<!-- projection-workload:begin -->\n", 1)[1].split("\n<!-- projection-workload:end -->", 1)[0]
+    assert work == bench.workload_markdown()
+    w = bench.workload()
+    assert w["rollouts"] == w["critiques"] == w["deliberated_steps"] * bench.Shape().candidates
+    assert "Rollout throughput" not in doc  # the old data-parallel hand estimate is gone (issue 37, item 3)
     full8 = [r for r in bench.table() if r["gpus"] == 8 and not r["lora"] and r["agent_tokens"] == 31.0]
     assert [r["engines"] for r in full8][0] == ["base: GPUs 0,1,2,3 (tp=4)", "agent: GPUs 4,5,6,7 (tp=4)"]
     assert full8[1]["hours"] < full8[0]["hours"]  # streaming pays where the roles have engines of their own
