@@ -6,6 +6,7 @@ A real tiny run (the smoke recipe cut to one SFT stage) with a plugin whose
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -72,7 +73,12 @@ def test_plugin_records_reach_stderr_and_run_log_and_resume_appends(plugin_dir, 
     assert "a library's warning" not in first.stderr and "WARNING transformers.modeling_utils: chatty: a library" in log
     assert "sand_builtins.trainers.progress: train iter0 step 1/1: loss" in log
 
+    state = json.loads((run / "state.json").read_text())  # a stage computed by another version of its plugin
+    plugin = next(iter(state["fingerprints"]["train/iter0"]["plugins"]))
+    state["fingerprints"]["train/iter0"]["plugins"][plugin] = "0.0.1"
+    (run / "state.json").write_text(json.dumps(state))
     again = sand("--log-level", "debug", "run", "--resume", str(run))
+    assert again.stderr.count("plugins changed version since") == 1, again.stderr  # said once, not echoed
     assert "chatty: a library's warning" in again.stderr  # info or debug: the libraries speak too
     assert "debug: chatty: debug record" in again.stderr and "info: chatty: info record" in again.stderr
     log2 = (run / "run.log").read_text()

@@ -311,9 +311,8 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                                 log.info(note(stages))
                                 ctx.console.print(f"note: {note(stages)}", markup=False, highlight=False)
                         if found.new_versions:
+                            # once: the console's log handler shows it as "warning: ...", run.log keeps it
                             log.warning(versions_note(rd, found.new_versions))
-                            ctx.console.print(f"[yellow]warning[/]: {versions_note(rd, found.new_versions)}",
-                                              highlight=False)
                         if rebuild_weights:
                             rebuilt = pipeline.rebuild_weights()
                             said = (f"--rebuild-weights: trained {', '.join(rebuilt)} again; every result is kept"
