@@ -15,7 +15,7 @@ refuses to load it under a contract outside that range, naming both.
 
 import pluggy
 
-__version__ = "0.3.4"
+__version__ = "0.3.5"
 
 CONTRACT_VERSION = "0.3"
 """The plugin contract this SAND implements (``MAJOR.MINOR`` of ``__version__``; see docs/writing-plugins.md,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from scripted import ScriptedPolicy
 
 from sand_framework.components import CritiqueRequest, SynthesisRequest

@@ -20,7 +20,7 @@ from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import ComponentError, IncompleteStageError, RecipeError, SandError
 from sand_framework.plugins import load_plugins
 from sand_framework.store import RunDir
-from sand_framework.store import RunLayout as L
+from sand_framework.store import RunLayout
 
 REPO = Path(__file__).resolve().parent.parent
 OVERRIDES = ["data.limit=3", "run.synthesis_batch=2", "environment.n_train=6", "environment.n_seen=2",
@@ -60,7 +60,7 @@ def test_a_method_returning_too_few_units_is_a_component_error(tmp_path, plugins
     msg = str(err.value)
     assert "synth/iter1: method 'sand' returned 1 unit(s) for 2 trajectory(ies)" in msg
     assert "Method.build must return one per trajectory" in msg and "sand run --resume" in msg
-    assert not p.rd.stage_done(L.synth_stage(1))
+    assert not p.rd.stage_done(RunLayout.synth_stage(1))
 
 
 def test_a_stage_left_without_a_unit_is_incomplete_and_not_recorded_done(tmp_path, plugins, monkeypatch):
@@ -69,7 +69,7 @@ def test_a_stage_left_without_a_unit_is_incomplete_and_not_recorded_done(tmp_pat
 
     def dropping(*parts):
         log = units(*parts)
-        if parts == (L.synthesis_units(1),) or list(parts) == [L.synthesis_units(1)]:
+        if parts == (RunLayout.synthesis_units(1),) or list(parts) == [RunLayout.synthesis_units(1)]:
             append = log.append
             log.append = lambda unit, data: None if unit == experts[-1].task_id else append(unit, data)
         return log
@@ -83,7 +83,7 @@ def test_a_stage_left_without_a_unit_is_incomplete_and_not_recorded_done(tmp_pat
         p.ctx.close()
     assert err.value.exit_code == 5
     assert "1 unit(s) got no record" in str(err.value) and "sand run --resume" in str(err.value)
-    assert not p.rd.stage_done(L.synth_stage(1))
+    assert not p.rd.stage_done(RunLayout.synth_stage(1))
 
 
 def test_an_unknown_eval_model_is_a_recipe_error(tmp_path, plugins):

@@ -23,7 +23,7 @@ from sand_framework.testing.conformance import check_environment
 GOAL = "i need a long clip-in hair extension which is natural looking, and price lower than 40.00 dollars"
 START = f"WebShop [SEP] Instruction: [SEP] {GOAL} [SEP] Search"
 RESULTS = (
-    f"Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B09C337K8S [SEP] "
+    "Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B09C337K8S [SEP] "
     "Long Clip In Hair Extension Natural Wavy 24 Inch [SEP] $19.99 [SEP] B0972P8QQL [SEP] "
     "Synthetic Ponytail Extension Black [SEP] $29.99"
 )

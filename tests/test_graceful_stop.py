@@ -164,7 +164,7 @@ def test_an_edited_recipe_is_refused_and_redo_from_redoes_only_that_stage_and_la
     refused = subprocess.run([*SAND, "run", "--resume", str(run)], capture_output=True, text=True, timeout=300)
     assert refused.returncode == 3, refused.stderr[-3000:]
     assert "since stage 'eval' was computed (finished): eval.limit: 1 then, 2 now" in refused.stderr
-    assert f"--redo-from eval`" in refused.stderr
+    assert "--redo-from eval`" in refused.stderr
 
     redo = subprocess.run([*SAND, "run", "--resume", str(run), "--redo-from", "eval"], capture_output=True,
                           text=True, timeout=600)

@@ -22,7 +22,7 @@ from sand_framework.errors import RecipeError
 from sand_framework.engine.context import RunContext
 from sand_framework.errors import ComponentError
 from sand_framework.store import RunDir
-from sand_framework.store import RunLayout as L
+from sand_framework.store import RunLayout
 
 ROOT = Path(__file__).resolve().parent.parent
 SAND_ONLY = ("detector", "sampler", "critic", "synthesizer")
@@ -44,7 +44,7 @@ def test_a_slot_the_method_does_not_use_is_checked_then_left_out_with_a_note(reg
     assert recipe.notes == ["method 'eto' does not use detector, critic: checked, then left out of the run (its "
                             "slots: environment, policy, executor, method, trainer, preference_trainer, evaluator)"]
     plain = validate(load_recipe("baselines/eto")[0], registries)
-    assert all(recipe_inputs(recipe, s) == recipe_inputs(plain, s) for s in L.stages(1))
+    assert all(recipe_inputs(recipe, s) == recipe_inputs(plain, s) for s in RunLayout.stages(1))
     with pytest.raises(RecipeError, match=r"detector\[set_size\]\.nope: unknown key"):  # left out, but checked first
         validate(load_recipe("baselines/eto", ["detector.name=set_size", "detector.nope=1"])[0], registries)
 
@@ -78,7 +78,7 @@ def test_every_exported_run_reopened_today_has_the_fingerprints_it_recorded():
     runs = sorted(p.parent for p in (ROOT / "docs" / "results" / "table1-cpu-v2").glob("*/seed*/recipe.yaml"))
     assert runs
     for run in runs:
-        recipe = prepare(yaml.safe_load((run / L.RECIPE).read_text()))[0]
+        recipe = prepare(yaml.safe_load((run / RunLayout.RECIPE).read_text()))[0]
         recorded = json.loads((run / "state.json").read_text())["fingerprints"]
         for stage, then in recorded.items():
             now = {"recipe": recipe_inputs(recipe, stage), "inputs": then.get("inputs", {}),
@@ -92,7 +92,7 @@ def test_a_stored_baseline_run_with_sands_slots_reopens_without_them_and_the_sam
     import json
 
     run = ROOT / "docs" / "results" / "table1-cpu" / "eto" / "seed0"
-    stored = yaml.safe_load((run / L.RECIPE).read_text())
+    stored = yaml.safe_load((run / RunLayout.RECIPE).read_text())
     assert set(SAND_ONLY) <= set(stored)
     recipe = prepare(stored)[0]
     assert not set(SAND_ONLY) & set(recipe.slots)

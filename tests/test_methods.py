@@ -481,7 +481,7 @@ def test_a_method_stage_counts_its_explorations_turns_and_seconds(tmp_path, plug
     its rollout rates in metrics.json count every agent turn its episodes took (unparsable replies included) and
     the seconds they took, as the SAND synthesis's rollouts are counted (they were 0: explorations fed no counter)."""
     from sand_framework.engine.stage_cost import rollout_metrics
-    from sand_framework.store import RunLayout as L
+    from sand_framework.store import RunLayout
 
     short = ["data.limit=2"]  # two tasks: turns enough to count
     p = stage_pipeline(tmp_path / "run", plugins, [*METHOD_ARGS[name], *short], policy=policy)
@@ -494,7 +494,7 @@ def test_a_method_stage_counts_its_explorations_turns_and_seconds(tmp_path, plug
     turns = sum(u["stats"]["agent_steps"] + u["stats"].get("mc_agent_steps", 0) for u in units)
     summary = json.loads((tmp_path / "run" / "state.json").read_text())["done"]["synth/iter1"]
     assert turns > 0 and summary["agent_turns"] == turns and summary["rollout_seconds"] > 0
-    rates = rollout_metrics({"synth/iter1": p.rd.units(L.synthesis_units(1)).values()}, None)["synth/iter1"]
+    rates = rollout_metrics({"synth/iter1": p.rd.units(RunLayout.synthesis_units(1)).values()}, None)["synth/iter1"]
     assert rates["agent_turns"] == turns and rates["agent_turns_per_s"] > 0
 
 

@@ -28,7 +28,7 @@ from sand_framework.errors import InputsChanged, RunDirError
 from sand_framework.formats import read_sharegpt
 from sand_framework.pairs import write_preference_pairs
 from sand_framework.plugins import load_plugins
-from sand_framework.store import RunDir, RunLayout as L
+from sand_framework.store import RunDir, RunLayout
 from sand_framework.types import PreferencePair, Step, Trajectory
 
 OVERRIDES = ["data.limit=2", "run.synthesis_batch=2", "environment.n_train=4", "environment.n_seen=1",
@@ -79,8 +79,8 @@ def run(path: Path, plugins, overrides=(), recipe=None, stages=None):
     stage (``["expert"]``) instead of the whole loop."""
     ps, regs = plugins
     recipe = recipe or recipe_of(plugins, overrides)
-    rd = RunDir(path) if (path / L.RECIPE).exists() else RunDir.create_at(path)
-    (rd.path / L.RECIPE).write_text("{}")
+    rd = RunDir(path) if (path / RunLayout.RECIPE).exists() else RunDir.create_at(path)
+    (rd.path / RunLayout.RECIPE).write_text("{}")
     ctx = RunContext(recipe=recipe, run_dir=rd, plugins=ps, registries=regs)
     ctx.components.update(policy=ScriptedPolicy(), trainer=FileTrainer(), preference_trainer=FilePreferenceTrainer())
     ctx._policy_ready = True
@@ -110,8 +110,8 @@ def test_every_stage_records_what_it_was_computed_from(finished, plugins):
     fps = rd.fingerprints()
     assert list(fps) == STAGES and rd.finished_stages() == STAGES
     assert fps["expert"]["recipe"]["environment"]["name"] == "textworld_express"
-    assert set(fps["train/iter0"]["inputs"]) == {L.EXPERT_DATA}
-    assert {L.EXPERT_DATA, "weights/iter0"} <= set(fps["synth/iter1"]["inputs"])
+    assert set(fps["train/iter0"]["inputs"]) == {RunLayout.EXPERT_DATA}
+    assert {RunLayout.EXPERT_DATA, "weights/iter0"} <= set(fps["synth/iter1"]["inputs"])
     assert {"iter1/deliberation.sharegpt.json", "weights/iter0"} <= set(fps["train/iter1"]["inputs"])
     assert set(fps["eval"]["inputs"]) == {"weights/iter0", "weights/iter1"}
     assert fps["eval"]["recipe"]["eval"]["limit"] == 1
@@ -119,7 +119,7 @@ def test_every_stage_records_what_it_was_computed_from(finished, plugins):
     assert all(v == fps["expert"]["plugins"][p] for p, v in fps["train/iter0"]["plugins"].items()
                if p in fps["expert"]["plugins"])
     # the stage results (what metrics.json and reports read) are unchanged
-    assert "fingerprint" not in json.dumps(json.loads((finished / L.STATE).read_text())["done"])
+    assert "fingerprint" not in json.dumps(json.loads((finished / RunLayout.STATE).read_text())["done"])
     recipe = recipe_of(plugins)
     assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()  # same recipe, same files: resumes
 
@@ -151,7 +151,7 @@ def test_redo_from_discards_that_stage_and_the_later_ones_only_then_continues(fi
     assert stages == STAGES[2:]
     assert set(removed) == {"iter1", "weights/iter1", "eval", "metrics.json"}
     assert rd.finished_stages() == STAGES[:2] and list(rd.fingerprints()) == STAGES[:2]
-    assert not (rd.path / L.DISCARDED).exists() and not (rd.path / "iter1").exists()
+    assert not (rd.path / RunLayout.DISCARDED).exists() and not (rd.path / "iter1").exists()
     assert {p: p.read_bytes() for p in kept} == kept  # the stages before it are untouched
     check_resume(recipe, rd, plugins[1], plugins[0])  # what is left matches the edited recipe
     run(rd.path, plugins, recipe=recipe)
@@ -165,7 +165,7 @@ def test_redo_from_discards_that_stage_and_the_later_ones_only_then_continues(fi
 
 def test_an_edited_data_file_is_refused(finished, plugins, tmp_path):
     data = tmp_path / "expert.json"
-    shutil.copy(finished / L.EXPERT_DATA, data)  # an expert file made by the environment's own expert
+    shutil.copy(finished / RunLayout.EXPERT_DATA, data)  # an expert file made by the environment's own expert
     overrides = ["data.source=sharegpt", f"data.path={data}"]
     rd, recipe = run(tmp_path / "run", plugins, overrides, stages=["expert"])
     assert rd.fingerprint("expert")["inputs"]["data.path"].startswith("sha256:")
@@ -180,7 +180,7 @@ def test_an_edited_pair_file_is_refused_naming_the_stage_and_the_file(finished, 
     """The ``pairs_file`` method's file (``method.path``) is an input like ``data.path``: its content is in the
     fingerprint of every stage that reads the method, so editing it after synth/iter1 read it refuses the resume
     (exit 3) instead of keeping the pairs of the old file."""
-    expert = read_sharegpt(finished / L.EXPERT_DATA, "textworld_express")
+    expert = read_sharegpt(finished / RunLayout.EXPERT_DATA, "textworld_express")
     pairs = [PreferencePair(Trajectory(t.task_id, t.env, t.instruction, t.task), t.steps,
                             [Step("I wander.", "look around", "")]) for t in expert]
     path = tmp_path / "pairs.jsonl"
@@ -197,13 +197,13 @@ def test_an_edited_pair_file_is_refused_naming_the_stage_and_the_file(finished, 
     msg = str(info.value)
     assert info.value.exit_code == 3
     assert "since stage 'synth/iter1' was computed (finished)" in msg, msg
-    assert f"method.path: the file's content changed (sha256 " in msg and f"now) in {path}" in msg, msg
+    assert "method.path: the file's content changed (sha256 " in msg and f"now) in {path}" in msg, msg
     assert "--redo-from synth/iter1`" in msg
     # a stage an older SAND fingerprinted without the file's digest: said, recorded, and checked from then on
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     for stage in STAGES[2:]:
         del state["fingerprints"][stage]["inputs"]["method.path"]
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     found = check_resume(recipe, rd, plugins[1], plugins[0])
     assert found.unrecorded_files == [f"{s}: method.path" for s in STAGES[2:]] and not found.older_format
     assert rd.fingerprint("synth/iter1")["inputs"]["method.path"].startswith("sha256:")
@@ -215,15 +215,15 @@ def test_an_edited_pair_file_is_refused_naming_the_stage_and_the_file(finished, 
 
 def test_a_new_plugin_version_is_said_with_the_stage_not_refused(finished, plugins, tmp_path):
     rd = copy_of(finished, tmp_path)
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     plugin = next(iter(state["fingerprints"]["train/iter0"]["plugins"]))
     state["fingerprints"]["train/iter0"]["plugins"][plugin] = "0.0.1"
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     found = check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
     assert found.new_versions and found.new_versions[0].startswith(f"train/iter0: plugin {plugin}: version 0.0.1 then")
     assert "--redo-from train/iter0" in versions_note(rd, found.new_versions)
     state["fingerprints"]["train/iter0"]["recipe"]["seed"] = 12345  # a recipe change beside it is still refused
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     with pytest.raises(InputsChanged, match=r"stage 'train/iter0'.*seed"):
         check_resume(recipe_of(plugins), rd, plugins[1], plugins[0])
 
@@ -241,7 +241,7 @@ def test_rebuild_weights_trains_the_start_again_and_keeps_the_results(finished, 
     rd = copy_of(finished, tmp_path)
     original = (rd.path / "weights/iter0/final/adapter_model.safetensors").read_bytes()
     shutil.rmtree(rd.path / "weights")
-    before = json.loads((rd.path / L.STATE).read_text())
+    before = json.loads((rd.path / RunLayout.STATE).read_text())
     ps, regs = plugins
     recipe = recipe_of(plugins)
     ctx = RunContext(recipe=recipe, run_dir=rd, plugins=ps, registries=regs)
@@ -255,7 +255,7 @@ def test_rebuild_weights_trains_the_start_again_and_keeps_the_results(finished, 
     finally:
         ctx.close()
     assert (rd.path / "weights/iter0/final/adapter_model.safetensors").read_bytes() == original
-    after = json.loads((rd.path / L.STATE).read_text())
+    after = json.loads((rd.path / RunLayout.STATE).read_text())
     assert after["fingerprints"] == before["fingerprints"]
     assert {k: v for k, v in after["done"]["train/iter0"].items() if k != "rebuilt"} == before["done"]["train/iter0"]
     assert {k: v for k, v in after["done"].items() if k != "train/iter0"} == \
@@ -289,16 +289,16 @@ def export_stopped_after_synthesis(path: Path, plugins, overrides) -> RunDir:
     weights, as `sand sweep --export` leaves it, with train/iter1's fingerprint as SAND 0.3.0 recorded it (the
     SFT start's weights among its inputs whatever run.train_from said)."""
     rd, _ = run(path, plugins, overrides)
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     for stage in ("train/iter1", "eval"):
         del state["done"][stage]
     del state["fingerprints"]["eval"]
     state["fingerprints"]["train/iter1"]["inputs"].setdefault(
         "weights/iter0", state["fingerprints"]["synth/iter1"]["inputs"]["weights/iter0"])
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     for folder in ("weights", "eval"):
         shutil.rmtree(rd.path / folder, ignore_errors=True)
-    (rd.path / L.EXPORTED_WEIGHTS).write_text(json.dumps({"weights/iter0": "tensors:the-start"}))
+    (rd.path / RunLayout.EXPORTED_WEIGHTS).write_text(json.dumps({"weights/iter0": "tensors:the-start"}))
     return rd
 
 
@@ -309,7 +309,7 @@ def needs_the_start(rd: RunDir, overrides) -> bool:
     from sand_framework.config import load_recipe
     from sand_framework.sweep.runner import needs_the_start as sweep_needs_the_start
 
-    (rd.path / L.RECIPE).write_text(yaml.safe_dump(load_recipe("smoke", [*OVERRIDES, *overrides])[0]))
+    (rd.path / RunLayout.RECIPE).write_text(yaml.safe_dump(load_recipe("smoke", [*OVERRIDES, *overrides])[0]))
     return sweep_needs_the_start(rd.path)
 
 
@@ -329,7 +329,8 @@ def test_an_exported_run_whose_next_stages_read_no_start_resumes_without_it(plug
     assert "weights/iter0" not in rd.fingerprint("train/iter1")["inputs"]  # never read it: recorded without
     run(rd.path, plugins, base)
     assert rd.finished_stages() == STAGES and not (rd.path / "weights/iter0").exists()
-    assert (rd.path / "weights/iter1/final").is_dir() and list(rd.units(L.eval_units("final", "unseen")).values())
+    assert (rd.path / "weights/iter1/final").is_dir()
+    assert list(rd.units(RunLayout.eval_units("final", "unseen")).values())
     assert check_resume(recipe, rd, plugins[1], plugins[0]) == ResumeCheck()
 
     previous = ["eval.models=[final]"]  # iteration 1 continues the SFT start
@@ -355,9 +356,9 @@ def test_weights_read_is_what_each_stage_loads(plugins):
 def test_a_run_made_before_fingerprints_resumes_says_so_once_and_is_checked_from_then_on(finished, plugins,
                                                                                        tmp_path):
     rd = copy_of(finished, tmp_path)
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     del state["fingerprints"]
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     recipe = recipe_of(plugins)
     assert check_resume(recipe, rd, plugins[1], plugins[0]).unknown == STAGES  # unknown: said, then recorded
     assert list(rd.fingerprints()) == STAGES and rd.finished_stages() == STAGES
@@ -368,10 +369,10 @@ def test_a_run_made_before_fingerprints_resumes_says_so_once_and_is_checked_from
 
 def test_a_refused_resume_records_nothing_for_the_unknown_stages(finished, plugins, tmp_path):
     rd = copy_of(finished, tmp_path)
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     for stage in ("expert", "train/iter0"):
         del state["fingerprints"][stage]
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     with pytest.raises(InputsChanged, match="'synth/iter1'"):
         check_resume(recipe_of(plugins, ["critic.max_new_tokens=7"]), rd, plugins[1], plugins[0])
     assert "expert" not in rd.fingerprints()  # an edited recipe is never baked into an unknown stage
@@ -392,7 +393,7 @@ def test_sweep_reuse_compares_fingerprints(finished, plugins, tmp_path):
     assert check_resume(recipe, target, regs, ps) == ResumeCheck()
     # a source whose data file was edited after its expert stage read it: that stage is not adopted
     data = tmp_path / "expert.json"
-    shutil.copy(finished / L.EXPERT_DATA, data)
+    shutil.copy(finished / RunLayout.EXPERT_DATA, data)
     overrides = ["data.source=sharegpt", f"data.path={data}"]
     source, file_recipe = run(tmp_path / "file-source", plugins, overrides, stages=["expert"])
     data.write_text(json.dumps(json.loads(data.read_text())[:1]))
@@ -406,10 +407,10 @@ def test_sweep_reuse_of_a_stage_made_by_other_plugin_versions_is_said_not_refuse
     ps, regs = plugins
     recipe = recipe_of(plugins)
     source = copy_of(finished, tmp_path)
-    state = json.loads((source.path / L.STATE).read_text())
+    state = json.loads((source.path / RunLayout.STATE).read_text())
     plugin = next(iter(state["fingerprints"]["expert"]["plugins"]))
     state["fingerprints"]["expert"]["plugins"][plugin] = "0.0.1"
-    (source.path / L.STATE).write_text(json.dumps(state))
+    (source.path / RunLayout.STATE).write_text(json.dumps(state))
     with caplog.at_level("WARNING", logger="sand_framework.app.reuse"):
         assert reuse_stages(RunDir.create_at(tmp_path / "arm"), recipe, source.path, recipe, ["expert"], ps,
                             regs) == ["expert"]
@@ -445,9 +446,9 @@ def test_a_speed_only_edit_resumes_and_a_result_edit_beside_it_is_refused(finish
     none of it can change what a finished stage computed, so none of it blocks the resume (the settings are
     marked SpeedOnly and left out of the fingerprints); the result-affecting setting next to each still does."""
     rd = RunDir(finished)
-    before = json.loads((finished / L.STATE).read_text())
+    before = json.loads((finished / RunLayout.STATE).read_text())
     assert check_resume(recipe_of(plugins, [speed]), rd, plugins[1], plugins[0]) == ResumeCheck()
-    assert json.loads((finished / L.STATE).read_text()) == before  # nothing re-recorded
+    assert json.loads((finished / RunLayout.STATE).read_text()) == before  # nothing re-recorded
     with pytest.raises(InputsChanged) as info:
         check_resume(recipe_of(plugins, [speed, result]), rd, plugins[1], plugins[0])
     key = result.split("=")[0]
@@ -460,13 +461,13 @@ def test_a_setting_marked_speed_only_since_a_stage_was_fingerprinted_resumes(fin
     a format-1 record's speed-only settings (no note: nothing else changed) and the record rewritten without it,
     while a result edit beside it is still refused."""
     rd = copy_of(finished, tmp_path)
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     for stage in STAGES[2:]:
         state["fingerprints"][stage]["recipe"]["executor"]["max_parallel"] = 8
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     assert check_resume(recipe_of(plugins, ["executor.max_parallel=3"]), rd, plugins[1], plugins[0]) == ResumeCheck()
     assert "max_parallel" not in rd.fingerprint("synth/iter1")["recipe"]["executor"]
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     with pytest.raises(InputsChanged, match=r"stage 'synth/iter1'.*executor\.verify_replay: True then, False now"):
         check_resume(recipe_of(plugins, ["executor.verify_replay=false"]), rd, plugins[1], plugins[0])
 
@@ -475,14 +476,13 @@ def test_every_speed_only_setting_is_left_out_of_every_stage(plugins):
     """Each built-in component's SpeedOnly fields (and the recipe sections'): changing one changes no stage's
     fingerprint; the fields left are exactly the unmarked ones."""
     import copy
-    import dataclasses
 
     from sand_framework.config.paramdoc import speed_only_fields
     from sand_framework.config.schema import SECTIONS
 
     ps, regs = plugins
     base = recipe_of(plugins, ["run.iterations=2"])
-    stages = L.stages(2)
+    stages = RunLayout.stages(2)
     marked = 0
     for kind in ("environment", "policy", "executor", "trainer", "preference_trainer", "evaluator"):
         for name in regs[kind].names():
@@ -520,10 +520,10 @@ def as_version_1(rd: RunDir, recipe) -> dict:
     slot (``_stage_inputs(..., 1)``, the 0.2.0 definition, kept to read such records)."""
     from sand_framework.app.fingerprint import _plain, _stage_inputs
 
-    state = json.loads((rd.path / L.STATE).read_text())
+    state = json.loads((rd.path / RunLayout.STATE).read_text())
     for stage, fp in state["fingerprints"].items():
         state["fingerprints"][stage] = {**fp, "v": 1, "recipe": _plain(_stage_inputs(recipe, stage, 1))}
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     return state
 
 
@@ -538,7 +538,7 @@ def test_a_version_1_run_resumes_with_a_note_checked_and_rewritten_in_version_2(
     # A result-affecting edit since a version-1 record is refused, and nothing is rewritten ...
     with pytest.raises(InputsChanged, match=r"'train/iter0'.*trainer\.learning_rate: 0\.0005 then, 0\.1 now"):
         check_resume(recipe_of(plugins, ["trainer.learning_rate=0.1"]), rd, plugins[1], plugins[0])
-    assert json.loads((rd.path / L.STATE).read_text()) == v1
+    assert json.loads((rd.path / RunLayout.STATE).read_text()) == v1
     # ... a speed-only one is not: the stages are named once and recorded in format 2
     edited = recipe_of(plugins, ["policy.threads=8", "executor.max_concurrency=3"])
     found = check_resume(edited, rd, plugins[1], plugins[0])
@@ -563,7 +563,7 @@ def test_a_version_1_record_keeps_its_plugin_versions_and_an_unreadable_one_is_r
     plugin = next(iter(state["fingerprints"]["train/iter0"]["plugins"]))
     state["fingerprints"]["train/iter0"]["plugins"][plugin] = "0.0.1"
     state["fingerprints"]["expert"]["v"] = 99  # a newer SAND's format
-    (rd.path / L.STATE).write_text(json.dumps(state))
+    (rd.path / RunLayout.STATE).write_text(json.dumps(state))
     found = check_resume(recipe, rd, plugins[1], plugins[0])
     assert found.unreadable == ["expert"] and found.older_format == STAGES[1:]
     assert found.new_versions == [f"train/iter0: plugin {plugin}: version 0.0.1 then, "

@@ -119,22 +119,25 @@ def test_damaged_json_names_the_file_and_the_fix(tmp_path):
 
 def test_the_run_layout_spells_the_names_existing_runs_hold(tmp_path):
     """The names are a file format: runs made by older code must still resume, so they never change."""
-    from sand_framework.store import RunLayout as L
+    from sand_framework.store import RunLayout
 
-    assert (L.RECIPE, L.PLUGINS, L.STATE, L.LOCK, L.LOG, L.METRICS, L.EVAL_SPEC) == (
+    assert (RunLayout.RECIPE, RunLayout.PLUGINS, RunLayout.STATE, RunLayout.LOCK, RunLayout.LOG, RunLayout.METRICS,
+            RunLayout.EVAL_SPEC) == (
         "recipe.yaml", "plugins.json", "state.json", "run.lock", "run.log", "metrics.json", "eval.json")
-    assert (L.EXPERT_UNITS, L.EXPERT_DATA) == ("expert/trajectories.units.jsonl", "expert/expert.sharegpt.json")
-    assert (L.synthesis_units(2), L.deliberation_sharegpt(2), L.deliberation_messages(2)) == (
+    assert (RunLayout.EXPERT_UNITS, RunLayout.EXPERT_DATA) == ("expert/trajectories.units.jsonl",
+                                                               "expert/expert.sharegpt.json")
+    assert (RunLayout.synthesis_units(2), RunLayout.deliberation_sharegpt(2), RunLayout.deliberation_messages(2)) == (
         "iter2/synthesis.units.jsonl", "iter2/deliberation.sharegpt.json", "iter2/deliberation.messages.jsonl")
-    assert (L.weights(0), L.eval_units("sft", "seen")) == ("weights/iter0", "eval/sft/seen.units.jsonl")
-    assert (L.train_stage(0), L.synth_stage(1)) == ("train/iter0", "synth/iter1")
-    assert [L.parse_stage(s) for s in ("expert", "train/iter0", "synth/iter3", "eval", "synth/iter0", "x")] == [
+    assert (RunLayout.weights(0), RunLayout.eval_units("sft", "seen")) == ("weights/iter0", "eval/sft/seen.units.jsonl")
+    assert (RunLayout.train_stage(0), RunLayout.synth_stage(1)) == ("train/iter0", "synth/iter1")
+    assert [RunLayout.parse_stage(s) for s in ("expert", "train/iter0", "synth/iter3", "eval", "synth/iter0", "x")] == [
         ("expert", 0), ("train", 0), ("synth", 3), ("eval", 0), None, None]
-    assert L.stage_folders("train/iter1") == ["weights/iter1"] and L.stage_folders("synth/iter1") == ["iter1"]
+    assert RunLayout.stage_folders("train/iter1") == ["weights/iter1"]
+    assert RunLayout.stage_folders("synth/iter1") == ["iter1"]
     for name in ("iter1", "iter10", "iter2", "iterx"):
         (tmp_path / name).mkdir()
     (tmp_path / "iter3").write_text("")  # a file, not an iteration folder
-    assert L.iterations_in(tmp_path) == [1, 2, 10]
+    assert RunLayout.iterations_in(tmp_path) == [1, 2, 10]
 
 
 def test_a_run_folder_under_a_file_is_a_run_dir_error_naming_the_file(tmp_path):

@@ -18,13 +18,14 @@ pytest.importorskip("peft")
 from chat_families import END_OF_TURN, FAMILY_NAMES, trained_runs  # noqa: E402
 
 from sand_framework.chat_format import ChatFormat  # noqa: E402
-from sand_framework.components import TrainRequest  # noqa: E402
+from sand_framework.components import PreferenceTrainRequest, TrainRequest  # noqa: E402
 from sand_framework.pairs import pair_messages  # noqa: E402
 from sand_framework.testing.tiny_model import build_tiny_model  # noqa: E402
 from sand_framework.types import PreferencePair, Step, Trajectory  # noqa: E402
 from sand_builtins.trainers import trl_dpo  # noqa: E402
 from sand_builtins.trainers.checkpoints import latest_checkpoint  # noqa: E402
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_examples  # noqa: E402
+from sand_builtins.trainers.stage import TrlStage  # noqa: E402
 from sand_builtins.trainers.trl_dpo import DpoTrainer, LaunchParams, Params, per_iteration  # noqa: E402
 
 
@@ -48,9 +49,9 @@ def _params(**kw) -> Params:
 
 
 def _request(model: Path, out: Path, n: int = 4, init: str | None = None, reference: str | None = None,
-             iteration: int = 1, epochs: float = 1.0) -> TrainRequest:
-    return TrainRequest([], str(model), init, str(out), epochs=epochs, seed=0,
-                        pairs=[_pair(i) for i in range(n)], reference_weights=reference, iteration=iteration)
+             iteration: int = 1, epochs: float = 1.0) -> PreferenceTrainRequest:
+    return PreferenceTrainRequest([_pair(i) for i in range(n)], str(model), init, str(out), epochs=epochs, seed=0,
+                                  reference_weights=reference, iteration=iteration)
 
 
 def _summary(out: Path) -> dict:
@@ -297,13 +298,29 @@ def test_resume_after_kill_continues_the_init_adapter(tiny, dpo_adapter, tmp_pat
 def test_existing_final_returns_at_once(dpo_adapter, monkeypatch):
     trainer = DpoTrainer(_params())
     monkeypatch.setattr(trainer, "build", lambda *a: pytest.fail("must not rebuild"))
-    req = TrainRequest([], "/nonexistent", None, str(dpo_adapter.parent), epochs=1, pairs=[_pair()])
+    req = PreferenceTrainRequest([_pair()], "/nonexistent", None, str(dpo_adapter.parent), epochs=1)
     assert trainer.train(req) == str(dpo_adapter)
+
+
+def test_a_train_request_with_pairs_still_trains_a_preference_trainer_and_warns(dpo_adapter, monkeypatch):
+    """Contract 0.3: one TrainRequest carried both kinds' data. The old spelling keeps working, deprecated, and a
+    preference request's ``trajectories`` is still there (empty), deprecated too."""
+    trainer = DpoTrainer(_params())
+    seen = []
+    monkeypatch.setattr(TrlStage, "train", lambda self, request: seen.append(request) or "w")
+    with pytest.warns(DeprecationWarning, match="PreferenceTrainRequest"):
+        old = TrainRequest([], "/base", None, str(dpo_adapter.parent), epochs=2, seed=3, pairs=[_pair()],
+                           reference_weights="/ref", iteration=2)
+    assert trainer.train(old) == "w"
+    assert seen == [PreferenceTrainRequest([_pair()], "/base", None, str(dpo_adapter.parent), epochs=2, seed=3,
+                                           reference_weights="/ref", iteration=2)]
+    with pytest.warns(DeprecationWarning, match="no trajectories"):
+        assert seen[0].trajectories == []
 
 
 def test_no_pairs_is_refused(tiny, tmp_path):
     with pytest.raises(ValueError, match="no preference pairs"):
-        DpoTrainer(_params()).train(TrainRequest([], str(tiny), None, str(tmp_path), epochs=1))
+        DpoTrainer(_params()).train(PreferenceTrainRequest([], str(tiny), None, str(tmp_path), epochs=1))
 
 
 def test_params_are_range_checked(registries):
@@ -389,3 +406,21 @@ def test_the_full_fine_tune_reference_holds_the_loaded_weights_on_every_rank(tin
     assert plain[0]["abs"] > 0 and plain[1]["abs"] == 0, "the loading mode under test zeroes the other ranks"
     fixed = _ranks(tiny_model_dir, fix=True)
     assert fixed[0]["digest"] == fixed[1]["digest"] == plain[0]["digest"]
+
+
+def test_a_rank_rebuilds_each_kind_of_request_as_it_was_written(tmp_path):
+    """``accelerate launch`` hands each rank the request through a file: a preference request comes back as one
+    (its pairs, reference and iteration), an SFT request as a TrainRequest."""
+    from sand_builtins.trainers.launch import read_request, write_request
+    from sand_builtins.trainers.trl_sft import TrlSftTrainer
+
+    pref = PreferenceTrainRequest([_pair(0), _pair(1)], "/base", "/init", str(tmp_path), epochs=3, seed=7,
+                                  reference_weights="/ref", iteration=2)
+    write_request(pref, _params(), tmp_path / "pref.json", DpoTrainer)
+    cls, _, back = read_request(tmp_path / "pref.json")
+    assert cls is DpoTrainer and back == pref
+    sft = TrainRequest([Trajectory("a", "toy", "act", "t", steps=[Step(thought="x", action="go")])], "/base", None,
+                       str(tmp_path), epochs=1, seed=1)
+    write_request(sft, TrlSftTrainer.Params(), tmp_path / "sft.json", TrlSftTrainer)
+    cls, _, back = read_request(tmp_path / "sft.json")
+    assert cls is TrlSftTrainer and back == sft and isinstance(back, TrainRequest)

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from sand_cli import SAND, sand
 
-from sand_framework.store import RunLayout as L, UnitLog
+from sand_framework.store import RunLayout, UnitLog
 from sand_framework.view import build_site
 
 DELIBERATE = ["plugins.modules=[sand_framework.testing.detectors]", "sampler=expert_mix", "sampler.n=4",
@@ -124,7 +124,7 @@ def visible(driver, selector) -> list:
 
 
 def units(run: Path) -> list[dict]:
-    return [json.loads(line)["data"] for line in (run / L.synthesis_units(1)).read_text().splitlines()]
+    return [json.loads(line)["data"] for line in (run / RunLayout.synthesis_units(1)).read_text().splitlines()]
 
 
 # -- the site's files --------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def test_hostile_strings_stay_inert(run, browser, tmp_path, artifacts):
     """Model and environment text holding markup is shown as text, in the page and in the server-side overview."""
     copy = tmp_path / "hostile"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("weights"))
-    log_path = copy / L.synthesis_units(1)
+    log_path = copy / RunLayout.synthesis_units(1)
     old = UnitLog(log_path)
     log_path.unlink()
     new = UnitLog(log_path)
@@ -249,7 +249,7 @@ def test_hostile_strings_stay_inert(run, browser, tmp_path, artifacts):
         data["trajectory"]["steps"][0]["observation"] = HOSTILE
         data["trajectory"]["task_id"] = HOSTILE
         new.append(unit, data)
-    eval_log = next((copy / "eval").rglob(f"*{L.UNITS}"))
+    eval_log = next((copy / "eval").rglob(f"*{RunLayout.UNITS}"))
     lines = [json.loads(x) for x in eval_log.read_text().splitlines()]
     eval_log.unlink()
     ev = UnitLog(eval_log)
@@ -257,15 +257,14 @@ def test_hostile_strings_stay_inert(run, browser, tmp_path, artifacts):
         rec["data"]["trajectory"]["steps"][0]["observation"] = HOSTILE
         rec["data"]["trajectory"]["steps"][0]["thought"] = HOSTILE
         ev.append(rec["unit"], rec["data"])
-    recipe = yaml.safe_load((copy / L.RECIPE).read_text())
+    recipe = yaml.safe_load((copy / RunLayout.RECIPE).read_text())
     recipe["run"]["name"] = HOSTILE  # reaches the Jinja2-rendered overview
-    (copy / L.RECIPE).write_text(yaml.safe_dump(recipe))
+    (copy / RunLayout.RECIPE).write_text(yaml.safe_dump(recipe))
     info = build_site(copy, tmp_path / "site")
     html = info["index"].read_text()
     assert "<script>window" not in html and "<img src=x" not in html and "&lt;script&gt;" in html
     assert any("No tokenizer" in n for n in info["notes"])  # weights were not copied: said so, in the page too
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     open_site(browser, info["index"])
     assert HOSTILE in browser.find_element(By.TAG_NAME, "h1").text
@@ -340,9 +339,9 @@ def test_other_methods_units_and_pairs_are_shown_as_stored(browser, tmp_path):
     """An RFT-style unit and a pair file: no SAND records, shown generically, nothing dropped."""
     run_dir = tmp_path / "rft"
     run_dir.mkdir()
-    (run_dir / L.RECIPE).write_text(yaml.safe_dump({"run": {"name": "rft-run", "iterations": 1},
+    (run_dir / RunLayout.RECIPE).write_text(yaml.safe_dump({"run": {"name": "rft-run", "iterations": 1},
                                                     "method": {"name": "rft"}}))
-    log = UnitLog(run_dir / L.synthesis_units(1))
+    log = UnitLog(run_dir / RunLayout.synthesis_units(1))
     log.append("t0", {"task_id": "t0", "explorations": [{"actions": ["go north"], "reward": 1.0, "success": True}],
                       "kept": [], "stats": {"explorations": 1, "kept": 1}})
     log.append("t1", {"something": {"a plugin's": ["own", "shape"]}})
@@ -350,7 +349,7 @@ def test_other_methods_units_and_pairs_are_shown_as_stored(browser, tmp_path):
             "chosen": [{"role": "assistant", "content": "Thought: yes\nAction: go north"}],
             "rejected": [{"role": "assistant", "content": "Thought: no\nAction: go south"}],
             "rewards": {"chosen": 1.0, "rejected": 0.0}}
-    (run_dir / L.preference_pairs(1)).write_text(json.dumps(pair) + "\nnot json\n")
+    (run_dir / RunLayout.preference_pairs(1)).write_text(json.dumps(pair) + "\nnot json\n")
     info = build_site(run_dir, tmp_path / "site")
     assert any("not JSON" in n for n in info["notes"])
     from selenium.webdriver.common.by import By

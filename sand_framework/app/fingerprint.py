@@ -44,7 +44,7 @@ from sand_framework.config import Recipe
 from sand_framework.config.paramdoc import result_settings
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
-from sand_framework.store import RunDir, RunLayout as L
+from sand_framework.store import RunDir, RunLayout
 
 VERSION = 2
 """Version of the fingerprint record (``"v"``). 1 (SAND 0.2.0) recorded every setting of every section and slot a
@@ -76,11 +76,11 @@ def _stage_inputs(recipe: Recipe, stage: str, version: int) -> dict[str, Any]:
     and slot and every synthesis slot; 2 leaves out the :class:`SpeedOnly` settings and the synthesis slots the
     method does not use (used only to read a version-1 record, :func:`comparable`)."""
     settings = result_settings if version >= 2 else dataclasses.asdict
-    if stage == L.EVAL:
-        last = _stage_inputs(recipe, L.train_stage(recipe.run.iterations), version)
+    if stage == RunLayout.EVAL:
+        last = _stage_inputs(recipe, RunLayout.train_stage(recipe.run.iterations), version)
         name, params = recipe.slots["evaluator"]
         return {**last, "eval": settings(recipe.eval), "evaluator": {"name": name, **settings(params)}}
-    parsed = L.parse_stage(stage)
+    parsed = RunLayout.parse_stage(stage)
     if parsed is None:
         raise ValueError(f"not a stage name: {stage!r}")
     kind, k = parsed
@@ -114,7 +114,7 @@ def recipe_inputs(recipe: Recipe, stage: str) -> dict[str, Any]:
 def _iteration_outputs(rd: RunDir, k: int) -> dict[str, str]:
     """Digests of the training data iteration ``k``'s synthesis wrote (trajectories and/or pairs)."""
     out = {}
-    for rel in (L.deliberation_sharegpt(k), L.preference_pairs(k)):
+    for rel in (RunLayout.deliberation_sharegpt(k), RunLayout.preference_pairs(k)):
         if (rd.path / rel).is_file():
             out[rel] = file_digest(rd.path / rel)
     return out
@@ -122,13 +122,13 @@ def _iteration_outputs(rd: RunDir, k: int) -> dict[str, str]:
 
 def _weights(rd: RunDir, k: int, memo: dict[str, str]) -> dict[str, str]:
     """The digest of training stage ``k``'s weights (the folder its result names)."""
-    result = rd.stage_result(L.train_stage(k))
+    result = rd.stage_result(RunLayout.train_stage(k))
     path = result.get("weights") if isinstance(result, dict) else None
     if not path:
-        return {L.weights(k): MISSING}
+        return {RunLayout.weights(k): MISSING}
     if path not in memo:
         memo[path] = tree_digest(path)
-    return {L.weights(k): memo[path]}
+    return {RunLayout.weights(k): memo[path]}
 
 
 def declared_files(recipe: Recipe, stage: str) -> dict[str, str]:
@@ -149,7 +149,7 @@ def stage_artifacts(recipe: Recipe, rd: RunDir, stage: str, memo: dict[str, str]
     (:func:`declared_files`) from outside the run, and the outputs of the earlier stages it consumes (each of
     those has its own fingerprint, so the chain covers the rest)."""
     memo = {} if memo is None else memo
-    parsed = L.parse_stage(stage)
+    parsed = RunLayout.parse_stage(stage)
     if parsed is None:
         raise ValueError(f"not a stage name: {stage!r}")
     kind, k = parsed
@@ -158,7 +158,7 @@ def stage_artifacts(recipe: Recipe, rd: RunDir, stage: str, memo: dict[str, str]
         if path not in memo:
             memo[path] = tree_digest(path)
         out[key] = memo[path]
-    if kind == L.EXPERT:
+    if kind == RunLayout.EXPERT:
         if recipe.data.source != "env":
             out["data.path"] = file_digest(recipe.data.path) if recipe.data.path else MISSING
         return out
@@ -168,7 +168,7 @@ def stage_artifacts(recipe: Recipe, rd: RunDir, stage: str, memo: dict[str, str]
             memo[base] = tree_digest(base)
         out["model.base"] = memo[base]
     if kind == "train" and k == 0 or kind == "synth":
-        out[L.EXPERT_DATA] = file_digest(rd.path / L.EXPERT_DATA)
+        out[RunLayout.EXPERT_DATA] = file_digest(rd.path / RunLayout.EXPERT_DATA)
     if kind == "synth" and k > 1:
         out.update(_iteration_outputs(rd, k - 1))
     if kind == "train" and k >= 1:
@@ -187,15 +187,15 @@ def weights_read(recipe: Recipe, stage: str) -> list[int]:
     iteration's weights only when it continues them (``run.train_from: previous``): retrained from the base model,
     it reads its iteration's data alone, whose digest carries what came before. The evaluation reads the weights
     of the models it evaluates (``eval.models``; ``base`` none)."""
-    parsed = L.parse_stage(stage)
+    parsed = RunLayout.parse_stage(stage)
     if parsed is None:
         raise ValueError(f"not a stage name: {stage!r}")
     kind, k = parsed
     n = recipe.run.iterations
-    if kind == L.EVAL:
+    if kind == RunLayout.EVAL:
         index = {"sft": 0, "final": n, **{f"iter{j}": j for j in range(n + 1)}}
         return sorted({index[m] for m in recipe.eval.models if m in index})
-    if k == 0 or kind == L.EXPERT:
+    if k == 0 or kind == RunLayout.EXPERT:
         return []
     method = recipe.classes.get("method")
     if kind == "train" and recipe.run.train_from == "base" and getattr(method, "produces", "sft") == "sft":
@@ -288,7 +288,7 @@ def _without_unread_weights(then: dict[str, Any], now: dict[str, Any]) -> dict[s
     inputs = then.get("inputs")
     if not isinstance(inputs, dict):
         return then
-    unread = [key for key in inputs if key.startswith(L.WEIGHTS + "/") and key not in now.get("inputs", {})]
+    unread = [key for key in inputs if key.startswith(RunLayout.WEIGHTS + "/") and key not in now.get("inputs", {})]
     return {**then, "inputs": {k: v for k, v in inputs.items() if k not in unread}} if unread else then
 
 

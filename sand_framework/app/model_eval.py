@@ -21,7 +21,7 @@ from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.engine.units import StageUnits
 from sand_framework.errors import RunDirError
 from sand_framework.logs import run_log
-from sand_framework.store import RunDir, RunLayout as L, read_json
+from sand_framework.store import RunDir, RunLayout, read_json
 
 
 @dataclass
@@ -36,7 +36,7 @@ class ModelRef:
     source: str = ""
 
 
-_GENERIC_DIRNAMES = {"final", "adapter", "model", L.WEIGHTS}
+_GENERIC_DIRNAMES = {"final", "adapter", "model", RunLayout.WEIGHTS}
 
 
 def _dir_label(path: Path) -> str:
@@ -49,14 +49,14 @@ def _dir_label(path: Path) -> str:
 def run_weights(run: Path, name: str) -> tuple[str | None, str]:
     """The weights a run directory trained under ``name`` (base, sft, iterN, final) and its base model."""
     rd = RunDir.open_existing(run)
-    raw = yaml.safe_load((rd.path / L.RECIPE).read_text()) or {}
+    raw = yaml.safe_load((rd.path / RunLayout.RECIPE).read_text()) or {}
     base = (raw.get("model") or {}).get("base", "smollm2-135m")
     if name == "base":
         return None, base
-    known = dict((rd.read_json(L.METRICS, {}) or {}).get("weights") or {})
-    done = (rd.read_json(L.STATE, {"done": {}}) or {"done": {}})["done"]
+    known = dict((rd.read_json(RunLayout.METRICS, {}) or {}).get("weights") or {})
+    done = (rd.read_json(RunLayout.STATE, {"done": {}}) or {"done": {}})["done"]
     for stage, result in done.items():
-        parsed = L.parse_stage(stage)
+        parsed = RunLayout.parse_stage(stage)
         if parsed and parsed[0] == "train" and isinstance(result, dict) and result.get("weights"):
             known[f"iter{parsed[1]}"] = result["weights"]
     if "iter0" in known:
@@ -72,9 +72,9 @@ def run_weights(run: Path, name: str) -> tuple[str | None, str]:
 
 def _locate(weights: Path, run: Path) -> str:
     """Recorded weights paths are relative to where the run was started; find them inside the run if moved."""
-    if not weights.exists() and L.WEIGHTS in weights.parts:
+    if not weights.exists() and RunLayout.WEIGHTS in weights.parts:
         parts = weights.parts
-        inside = run.joinpath(*parts[len(parts) - 1 - parts[::-1].index(L.WEIGHTS):])
+        inside = run.joinpath(*parts[len(parts) - 1 - parts[::-1].index(RunLayout.WEIGHTS):])
         if inside.exists():
             return str(inside.resolve())
     return str(weights.resolve()) if weights.exists() else str(weights)
@@ -83,11 +83,11 @@ def _locate(weights: Path, run: Path) -> str:
 def resolve_model_ref(ref: str, recipe_base: str | None) -> ModelRef:
     """``RUN[:name]``, an adapter dir, a full model dir, an alias or a hub id -> :class:`ModelRef`."""
     run, _, name = ref.rpartition(":")
-    if run and (Path(run) / L.RECIPE).exists():
+    if run and (Path(run) / RunLayout.RECIPE).exists():
         weights, base = run_weights(Path(run), name)
         return ModelRef(label=name, base=base, weights=weights, source=f"run {run} ({name})")
     path = Path(ref)
-    if (path / L.RECIPE).exists():
+    if (path / RunLayout.RECIPE).exists():
         weights, base = run_weights(path, "final")
         return ModelRef(label="final", base=base, weights=weights, source=f"run {ref} (final)")
     if (path / "adapter_config.json").exists():
@@ -116,15 +116,15 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
     several labels may share one ``out_dir`` and are compared by ``sand report``).
     """
     run_part = ref.rpartition(":")[0]
-    run_dir = Path(run_part) if run_part and (Path(run_part) / L.RECIPE).exists() else (
-        Path(ref) if (Path(ref) / L.RECIPE).exists() else None)
+    run_dir = Path(run_part) if run_part and (Path(run_part) / RunLayout.RECIPE).exists() else (
+        Path(ref) if (Path(ref) / RunLayout.RECIPE).exists() else None)
     if recipe_ref is not None:
         data, source = load_recipe(recipe_ref, list(overrides))
         dirs = list(plugin_dirs)
     elif run_dir is not None:
-        source = run_dir / L.RECIPE
+        source = run_dir / RunLayout.RECIPE
         data = merge(yaml.safe_load(source.read_text()) or {}, parse_overrides(list(overrides)))
-        dirs = list(plugin_dirs) or (read_json(run_dir / L.PLUGINS, {}) or {}).get("plugin_dirs", [])
+        dirs = list(plugin_dirs) or (read_json(run_dir / RunLayout.PLUGINS, {}) or {}).get("plugin_dirs", [])
     else:
         raise RunDirError(f"{ref} is not a run directory; say which recipe's environment and evaluator to use "
                           "with --recipe (e.g. --recipe quickstart)")
@@ -141,15 +141,15 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                 "environment": _slot(recipe, "environment"), "evaluator": _slot(recipe, "evaluator")}
     rd.lock()
     try:
-        with run_log(rd.path / L.LOG):  # as a run's: records, warnings, why it stopped
-            spec = rd.read_json(L.EVAL_SPEC, {"models": {}})
+        with run_log(rd.path / RunLayout.LOG):  # as a run's: records, warnings, why it stopped
+            spec = rd.read_json(RunLayout.EVAL_SPEC, {"models": {}})
             old = spec["models"].get(model.label)
             same = ("base_model", "weights", "environment", "evaluator")  # not how the model or recipe was named
             if old is not None and {k: old.get(k) for k in same} != {k: identity[k] for k in same}:
                 raise RunDirError(f"{rd.path} already holds an evaluation labelled {model.label!r} of a different "
                                   f"model or setup ({old.get('model')}); use another -o or --label")
             spec["models"][model.label] = identity
-            rd.write_json(L.EVAL_SPEC, spec)
+            rd.write_json(RunLayout.EVAL_SPEC, spec)
             ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
             if console is not None:
                 ctx.console = console
@@ -166,7 +166,8 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
 
                 results = {}
                 for split in splits:
-                    units = StageUnits.open(f"eval {model.label}/{split}", rd.units(L.eval_units(model.label, split)),
+                    units = StageUnits.open(f"eval {model.label}/{split}",
+                                            rd.units(RunLayout.eval_units(model.label, split)),
                                             env.tasks(split)[:limit], f"the same `sand eval` with -o {rd.path}",
                                             ctx.console)
                     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -184,11 +185,11 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                 raise
             finally:
                 ctx.close()
-            metrics = rd.read_json(L.METRICS, {}) or {}
+            metrics = rd.read_json(RunLayout.METRICS, {}) or {}
             metrics.setdefault("eval", {})[model.label] = results
             metrics.setdefault("models", {})[model.label] = identity
             metrics["recipe"] = recipe.run.name
-            rd.write_json(L.METRICS, metrics)
+            rd.write_json(RunLayout.METRICS, metrics)
     finally:
         rd.unlock()
     return metrics

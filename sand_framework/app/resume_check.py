@@ -21,21 +21,22 @@ from sand_framework.config import Recipe
 from sand_framework.errors import InputsChanged, RunDirError, WeightsAbsent
 from sand_framework.plugins import PluginSet
 from sand_framework.registry import Registries
-from sand_framework.store import RunDir, RunLayout as L, read_json
+from sand_framework.store import RunDir, RunLayout, read_json
 
 
 
 def recorded_stages(rd: RunDir) -> list[str]:
     """Stages the run has a trace of in ``state.json`` (finished, or started with a fingerprint), in run order."""
     names = set(rd.finished_stages()) | set(rd.fingerprints())
-    return sorted((s for s in names if L.parse_stage(s) is not None), key=L.stage_rank)
+    return sorted((s for s in names if RunLayout.parse_stage(s) is not None), key=RunLayout.stage_rank)
 
 
 def stages_from(recipe: Recipe, rd: RunDir, stage: str) -> list[str]:
     """``stage`` and every stage after it that the run holds or will compute (recipe, state.json, folders)."""
-    rank = L.stage_rank(stage)
-    found = set(L.stages(recipe.run.iterations)) | set(recorded_stages(rd)) | set(L.stages_on_disk(rd.path))
-    return sorted((s for s in found if L.stage_rank(s) >= rank), key=L.stage_rank)
+    rank = RunLayout.stage_rank(stage)
+    found = (set(RunLayout.stages(recipe.run.iterations)) | set(recorded_stages(rd))
+             | set(RunLayout.stages_on_disk(rd.path)))
+    return sorted((s for s in found if RunLayout.stage_rank(s) >= rank), key=RunLayout.stage_rank)
 
 
 @dataclass
@@ -99,7 +100,7 @@ def check_resume(recipe: Recipe, rd: RunDir, registries: Registries, plugins: Pl
         diffs = [d for d in changes(then, {**now, "inputs": {**now.get("inputs", {}), **absent}}) if d not in versions]
         if diffs and _only_the_rebuilt_start(rd, then, now):
             found.rebuilt_start.append(stage)
-            first = then.get("rebuilt_start") or {L.weights(0): then["inputs"][L.weights(0)]}
+            first = then.get("rebuilt_start") or {RunLayout.weights(0): then["inputs"][RunLayout.weights(0)]}
             record[stage] = {**now, "plugins": then["plugins"], "rebuilt_start": first}
             continue
         if diffs:
@@ -123,7 +124,8 @@ def _exported_and_absent(rd: RunDir, stage: str, then: dict[str, Any], now: dict
     stands; a stage still to compute that reads them is refused (:func:`_refuse_stages_that_need_absent_weights`)."""
     if not rd.stage_done(stage):
         return {}
-    exported = read_json(rd.path / L.EXPORTED_WEIGHTS, {}) if (rd.path / L.EXPORTED_WEIGHTS).is_file() else {}
+    exported_file = rd.path / RunLayout.EXPORTED_WEIGHTS
+    exported = read_json(exported_file, {}) if exported_file.is_file() else {}
     exported = exported if isinstance(exported, dict) else {}
     recorded = then.get("inputs") or {}
     return {key: recorded[key] for key, digest in (now.get("inputs") or {}).items()
@@ -143,16 +145,17 @@ def stages_needing_absent_weights(recipe: Recipe, rd: RunDir) -> list[tuple[str,
     compute that reads absent weights, in run order."""
     done = set(rd.finished_stages())
     out = []
-    for stage in L.stages(recipe.run.iterations):
-        absent = [L.train_stage(j) for j in weights_read(recipe, stage) if rd.weights_missing(L.train_stage(j))]
+    for stage in RunLayout.stages(recipe.run.iterations):
+        absent = [RunLayout.train_stage(j) for j in weights_read(recipe, stage)
+                  if rd.weights_missing(RunLayout.train_stage(j))]
         if stage not in done and absent:
             out.append((stage, absent))
     return out
 
 
 def absent_weights_message(rd: RunDir, stage: str, absent: list[str]) -> str:
-    folders = ", ".join(L.weights(L.parse_stage(s)[1]) for s in absent)
-    if absent == [L.train_stage(0)]:
+    folders = ", ".join(RunLayout.weights(RunLayout.parse_stage(s)[1]) for s in absent)
+    if absent == [RunLayout.train_stage(0)]:
         return (f"{rd.path}: stage {stage!r} reads the SFT start's weights, which are not here ({folders}: a run "
                 f"exported without weights, `sand sweep --export`). Train them again, keeping every result, with "
                 f"`sand run --resume {rd.path} --rebuild-weights`, then resume")
@@ -163,12 +166,12 @@ def absent_weights_message(rd: RunDir, stage: str, absent: list[str]) -> str:
 def _only_the_rebuilt_start(rd: RunDir, then: dict[str, Any], now: dict[str, Any]) -> bool:
     """``then`` and ``now`` differ in the SFT start's weights alone, and ``--rebuild-weights`` trained that start
     again (its ``train/iter0`` result says so): the same recipe, data and seed computed both."""
-    key = L.weights(0)
+    key = RunLayout.weights(0)
     a_in, b_in = dict(then.get("inputs") or {}), dict(now.get("inputs") or {})
     if key not in a_in or a_in.get(key) == b_in.get(key) or b_in.get(key) in (None, MISSING):
         return False
     a_in.pop(key), b_in.pop(key)
-    result = rd.stage_result(L.train_stage(0)) if rd.stage_done(L.train_stage(0)) else None
+    result = rd.stage_result(RunLayout.train_stage(0)) if rd.stage_done(RunLayout.train_stage(0)) else None
     return (a_in == b_in and not differences(now.get("recipe", {}), then.get("recipe", {}))
             and isinstance(result, dict) and bool(result.get("rebuilt")))
 
@@ -177,7 +180,7 @@ def rebuilt_start_note(rd: RunDir, stages: list[str]) -> str:
     return (f"{', '.join(stages)} were computed or started from the SFT start as first trained; they are kept "
             f"and continue from its rebuild (--rebuild-weights: the same recipe, data and seed, tensors that may "
             f"differ in floating-point rounding on another machine); the digest they came from is kept in "
-            f"{rd.path / L.STATE} (fingerprints.STAGE.rebuilt_start)")
+            f"{rd.path / RunLayout.STATE} (fingerprints.STAGE.rebuilt_start)")
 
 
 def versions_note(rd: RunDir, new_versions: list[str]) -> str:
@@ -190,13 +193,13 @@ def versions_note(rd: RunDir, new_versions: list[str]) -> str:
 def stale_message(recipe: Recipe, rd: RunDir, stage: str, diffs: list[str]) -> str:
     later = stages_from(recipe, rd, stage)
     state = "finished" if rd.stage_done(stage) else "started"
-    if rd.weights_missing(L.train_stage(0)) and all(d.startswith("weights/") for d in diffs):
+    if rd.weights_missing(RunLayout.train_stage(0)) and all(d.startswith("weights/") for d in diffs):
         return (f"{rd.path}: stage {stage!r} ({state}) was computed from the SFT start's weights, which are not "
-                f"here ({L.weights(0)}: a run exported without weights, `sand sweep --export`). Train them again, "
-                f"keeping every result, with `sand run --resume {rd.path} --rebuild-weights`, then resume")
+                f"here ({RunLayout.weights(0)}: a run exported without weights, `sand sweep --export`). Train them "
+                f"again, keeping every result, with `sand run --resume {rd.path} --rebuild-weights`, then resume")
     return (f"{rd.path}: the recipe or inputs changed since stage {stage!r} was computed ({state}): "
             + "; ".join(diffs) + ". Resuming would mix two experiments in one run. Undo the change (the run's "
-            f"recipe is {rd.path / L.RECIPE}), or discard {', '.join(later)} and compute them from the current "
+            f"recipe is {rd.path / RunLayout.RECIPE}), or discard {', '.join(later)} and compute them from the current "
             f"inputs: `sand run --resume {rd.path} --redo-from {stage}`")
 
 
@@ -214,7 +217,7 @@ def older_format_note(stages: list[str]) -> str:
 
 
 def unrecorded_files_note(entries: list[str]) -> str:
-    stages = sorted({e.split(": ")[0] for e in entries}, key=L.stage_rank)
+    stages = sorted({e.split(": ")[0] for e in entries}, key=RunLayout.stage_rank)
     files = sorted({e.split(": ", 1)[1] for e in entries})
     return (f"{len(stages)} stage(s) of this run ({', '.join(stages)}) were computed by an older SAND that did not "
             f"record the content of {', '.join(files)}, so whether that file changed since cannot be checked (if it "
@@ -231,8 +234,8 @@ def unreadable_note(stages: list[str]) -> str:
 def redo_from(recipe: Recipe, rd: RunDir, stage: str) -> tuple[list[str], list[str]]:
     """Discard ``stage`` and every stage after it (their folders, files and ``state.json`` entries; nothing
     else); returns (stages discarded, paths removed)."""
-    valid = L.stages(recipe.run.iterations)
-    if L.parse_stage(stage) is None or (stage not in valid and stage not in recorded_stages(rd)):
+    valid = RunLayout.stages(recipe.run.iterations)
+    if RunLayout.parse_stage(stage) is None or (stage not in valid and stage not in recorded_stages(rd)):
         raise RunDirError(f"--redo-from {stage!r}: not a stage of this run; its stages are {', '.join(valid)}")
     stages = stages_from(recipe, rd, stage)
     return stages, rd.discard(stages)

@@ -38,7 +38,7 @@ from sand_framework.logs import run_log
 from sand_framework.stopping import wait_for_safe_point
 from sand_framework.plugins import PluginSet, load_plugins
 from sand_framework.registry import Registries
-from sand_framework.store import RunDir, RunLayout as L
+from sand_framework.store import RunDir, RunLayout
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = 
     recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
     require_packages(recipe, registries)
     rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
-    rd.write_text(L.RECIPE, yaml.safe_dump(recipe.raw, sort_keys=False))
+    rd.write_text(RunLayout.RECIPE, yaml.safe_dump(recipe.raw, sort_keys=False))
     return recipe, plugins, registries, rd
 
 
@@ -139,9 +139,9 @@ def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, Plugi
 def stored_recipe(rd: RunDir, plugin_dirs: list[str] = ()) -> tuple[Recipe, PluginSet, Registries]:
     """A run's stored recipe validated again with the plugins it ran with, without checking that this machine has
     its components' packages (:func:`reopen` does; reading what a run will compute needs none of them)."""
-    data = yaml.safe_load((rd.path / L.RECIPE).read_text())
-    stored_dirs = (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
-    return prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / L.RECIPE))
+    data = yaml.safe_load((rd.path / RunLayout.RECIPE).read_text())
+    stored_dirs = (rd.read_json(RunLayout.PLUGINS, {}) or {}).get("plugin_dirs", [])
+    return prepare(data, list(plugin_dirs) or stored_dirs, str(rd.path / RunLayout.RECIPE))
 
 
 class UntilReached(Exception):
@@ -263,7 +263,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
     if rebuild_weights and (resume is None or redo_from is not None or until is not None):
         raise RunDirError("--rebuild-weights trains an exported run's SFT start again: give it with --resume "
                           "RUN_DIR and without --redo-from or --until")
-    if until is not None and L.parse_stage(until) is None:
+    if until is not None and RunLayout.parse_stage(until) is None:
         raise RecipeError([f"--until {until!r}: not a stage name (expert, train/iterK, synth/iterK, eval)"])
     if resume is not None:
         if overrides:
@@ -273,27 +273,27 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
         if recipe_ref is None:
             raise RunDirError("give a recipe to run, or --resume RUN_DIR")
         recipe, plugins, registries, rd = create(recipe_ref, overrides, plugin_dirs, run_dir)
-    if until is not None and until not in L.stages(recipe.run.iterations):
+    if until is not None and until not in RunLayout.stages(recipe.run.iterations):
         raise RecipeError([f"--until {until!r}: not a stage of this run (its stages: "
-                           f"{', '.join(L.stages(recipe.run.iterations))})"])
+                           f"{', '.join(RunLayout.stages(recipe.run.iterations))})"])
     with stop_on_signals():
         rd.lock()
         try:
-            dirs = list(plugin_dirs) or (rd.read_json(L.PLUGINS, {}) or {}).get("plugin_dirs", [])
-            rd.write_json(L.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
+            dirs = list(plugin_dirs) or (rd.read_json(RunLayout.PLUGINS, {}) or {}).get("plugin_dirs", [])
+            rd.write_json(RunLayout.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
                                       "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
             ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
             ctx.console.print(f"[bold]run directory[/]: {rd.path}")
             for note in recipe.notes:
                 ctx.console.print(f"note: {note}", markup=False, highlight=False)
             def before_stage(stage: str) -> None:
-                if until is not None and L.stage_rank(stage) > L.stage_rank(until):
+                if until is not None and RunLayout.stage_rank(stage) > RunLayout.stage_rank(until):
                     raise UntilReached(stage)
                 rd.record_fingerprint(stage, fingerprint(recipe, rd, registries, plugins, stage))
 
             pipeline = Pipeline(ctx, before_stage=before_stage)
             try:
-                with run_log(rd.path / L.LOG):
+                with run_log(rd.path / RunLayout.LOG):
                     try:
                         if redo_from is not None:
                             stages, removed = redo_stages(recipe, rd, redo_from)
@@ -302,7 +302,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             log.info(said)
                             ctx.console.print(said, markup=False, highlight=False)
                         found = check_resume(recipe, rd, registries, plugins,
-                                             [L.EXPERT, L.train_stage(0)] if rebuild_weights else None)
+                                             [RunLayout.EXPERT, RunLayout.train_stage(0)] if rebuild_weights else None)
                         for stages, note in ((found.unknown, unknown_note), (found.older_format, older_format_note),
                                              (found.unreadable, unreadable_note),
                                              (found.unrecorded_files, unrecorded_files_note),
@@ -318,13 +318,13 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             said = (f"--rebuild-weights: trained {', '.join(rebuilt)} again; every result is kept"
                                     if rebuilt else "--rebuild-weights: the SFT start's weights are there; "
                                     "nothing to rebuild")
-                            later = [s for s in pipeline.missing_weights() if s != L.train_stage(0)]
+                            later = [s for s in pipeline.missing_weights() if s != RunLayout.train_stage(0)]
                             if later:
                                 said += (f" (the weights of {', '.join(later)} stay missing: no arm reuses them; "
                                          f"`--redo-from {later[0]}` computes them again, with the stages after)")
                             log.info(said)
                             ctx.console.print(said, markup=False, highlight=False)
-                            metrics = rd.read_json(L.METRICS, None) or {"eval": {}}
+                            metrics = rd.read_json(RunLayout.METRICS, None) or {"eval": {}}
                         else:
                             metrics = pipeline.run()
                     except UntilReached as reached:

@@ -10,6 +10,7 @@ from sand_framework.components.kinds import (
     Executor,
     Policy,
     PreferenceTrainer,
+    PreferenceTrainRequest,
     Proposal,
     RolloutRequest,
     Sampler,
@@ -26,6 +27,7 @@ from sand_framework.components.method import REFERENCES, TRAINER_SLOT, Iteration
 __all__ = [
     "KINDS", "SLOTS", "Kind", "Component", "NoParams", "Critic", "CritiqueRequest", "Detector", "Environment",
     "Evaluator", "Executor", "Policy", "Proposal", "RolloutRequest", "Sampler", "SampleRequest",
-    "SynthesisRequest", "Synthesizer", "TaskResult", "Trainer", "TrainRequest", "PreferenceTrainer", "Method",
+    "SynthesisRequest", "Synthesizer", "TaskResult", "Trainer", "TrainRequest", "PreferenceTrainer",
+    "PreferenceTrainRequest", "Method",
     "MethodTools", "IterationData", "TRAINER_SLOT", "REFERENCES",
 ]

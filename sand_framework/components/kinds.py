@@ -1,7 +1,8 @@
 """The loop's component kinds: detector, sampler, executor, critic, synthesizer, trainer, evaluator.
 
-With :mod:`sand_framework.components.environment` and :mod:`sand_framework.components.policy`, one
-abstract base class per component kind: the contract a plugin author implements.
+With :mod:`sand_framework.components.environment`, :mod:`sand_framework.components.policy` and
+:mod:`sand_framework.components.training` (the two trainer kinds, re-exported here), one abstract base class per
+component kind: the contract a plugin author implements.
 
 Each class below is what the engine calls for one recipe slot. A plugin
 subclasses it, sets ``name`` and ``Params`` (see
@@ -25,18 +26,23 @@ where the hardware allows); ``None`` means no reproducibility is asked for.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sand_framework.components.base import Component, P
 from sand_framework.components.environment import Environment
 from sand_framework.components.policy import Policy
+from sand_framework.components.training import (  # noqa: F401  (re-exported: the kinds are imported from here)
+    PreferenceTrainer,
+    PreferenceTrainRequest,
+    Trainer,
+    TrainRequest,
+)
 from sand_framework.types import (
     Candidate,
     Chat,
     Critique,
     Decision,
-    PreferencePair,
     Rollout,
     SynthesisResult,
     Trajectory,
@@ -272,86 +278,6 @@ class Synthesizer(Component[P], abc.ABC):
         The built-in checks this with :mod:`sand_framework.deliberation`,
         retries and falls back, and says which in ``SynthesisResult.status``.
         """
-
-
-# --------------------------------------------------------------------------
-# Trainer
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class TrainRequest:
-    """One training stage: fine-tune on ``trajectories`` and save the weights under ``output_dir``."""
-
-    trajectories: list[Trajectory]
-    base_model: str
-    """The resolved base model (local path or hub id)."""
-    init_weights: str | None
-    """Weights to continue from (previous iteration), or None for the base model."""
-    output_dir: str
-    """The stage's folder in the run directory; it persists across resumes."""
-    epochs: float
-    seed: int = 0
-    pairs: list[PreferencePair] = field(default_factory=list)
-    """Preference pairs, for a :class:`PreferenceTrainer` (``trajectories`` is then empty)."""
-    reference_weights: str | None = None
-    """A preference trainer's reference model: weights (adapter or full model) on ``base_model``, or None
-    for the base model itself; the method chooses which (:attr:`IterationData.reference`)."""
-    iteration: int = 0
-    """The stage's iteration (0: behavior initialization), for settings that change per iteration (ETO's beta
-    and learning rate)."""
-
-
-class Trainer(Component[P], abc.ABC):
-    """Fine-tunes the agent on (synthesized) trajectories: behavior initialization and SFT-data methods.
-
-    Required: :meth:`train`.
-    """
-
-    kind: ClassVar[str] = "trainer"
-
-    @classmethod
-    def weights_kind(cls, params: Any) -> str | None:
-        """Optional. What :meth:`train` writes with ``params``: ``adapter`` (LoRA) or ``full``; the policy lays its
-        engines out by it (:meth:`Policy.expect_agent_weights`) and ``sand plan`` shows it. Default: None
-        (unknown: the policy plans for an adapter)."""
-        return None
-
-    @abc.abstractmethod
-    def train(self, request: TrainRequest) -> str:
-        """Required. Fine-tune; return the path of the saved weights (an adapter or a full model folder, HF format).
-
-        Train on the assistant turns of each trajectory's chat, rendered with
-        the base model's chat template, and save the tokenizer beside the
-        weights. Resume from checkpoints in ``request.output_dir`` after an
-        interruption, and return the finished weights at once when they are
-        already there. With the same request and seed, the result must be
-        reproducible as far as the hardware allows.
-        """
-
-
-class PreferenceTrainer(Component[P], abc.ABC):
-    """Fine-tunes the agent on preference pairs (ETO's and IPR's DPO): the ``preference_trainer`` slot.
-
-    Required: :meth:`train`. Used by the iterations of a method whose
-    ``produces`` is ``"preference"``; behavior initialization always uses the
-    ``trainer`` slot, so every arm of a comparison can share one SFT start.
-    """
-
-    kind: ClassVar[str] = "preference_trainer"
-
-    @classmethod
-    def weights_kind(cls, params: Any) -> str | None:
-        """Optional. What :meth:`train` writes with ``params``: ``adapter`` (LoRA) or ``full``; the policy lays its
-        engines out by it (:meth:`Policy.expect_agent_weights`) and ``sand plan`` shows it. Default: None
-        (unknown: the policy plans for an adapter)."""
-        return None
-
-    @abc.abstractmethod
-    def train(self, request: TrainRequest) -> str:
-        """Required. Train on ``request.pairs`` from ``request.init_weights`` against
-        ``request.reference_weights``; return the saved weights' path (as :meth:`Trainer.train`: resumable,
-        the tokenizer saved beside the weights, reproducible with the same seed)."""
 
 
 # --------------------------------------------------------------------------

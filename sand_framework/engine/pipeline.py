@@ -31,14 +31,15 @@ from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sand_framework.components import TRAINER_SLOT, IterationData, Method, MethodTools, TrainRequest
+from sand_framework.components import (TRAINER_SLOT, IterationData, Method, MethodTools, PreferenceTrainRequest,
+                                       TrainRequest)
 from sand_framework.components.declared import method_component
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.engine.units import StageUnits
 from sand_framework.errors import ComponentError, EmptyStageError, RecipeError
-from sand_framework.store import RunLayout as L
+from sand_framework.store import RunLayout
 from sand_framework.formats import read_messages, read_sharegpt, write_messages, write_sharegpt
 from sand_framework.pairs import write_preference_pairs
 from sand_framework.engine.stage_cost import batch_cost, rollout_metrics
@@ -123,9 +124,9 @@ class Pipeline:
     def expert(self) -> list[Trajectory]:
         """Expert trajectories, one unit per task; a missing or damaged unit is redone, even after the stage."""
         data = self.recipe.data
-        self._enter(L.EXPERT, not self.rd.stage_done(L.EXPERT))
+        self._enter(RunLayout.EXPERT, not self.rd.stage_done(RunLayout.EXPERT))
         task_ids = ["expert"] if data.source != "env" else self.env.tasks(data.split)[: data.limit]
-        units = self._units(L.EXPERT, L.EXPERT_UNITS, task_ids)
+        units = self._units(RunLayout.EXPERT, RunLayout.EXPERT_UNITS, task_ids)
         redone = False
         if data.source != "env":
             if units.todo or not units.log.get("expert"):  # an empty record (older runs) is re-read too
@@ -151,9 +152,9 @@ class Pipeline:
         kept = [t for t in trajs if t.success or data.source != "env"]
         if not kept:
             raise EmptyStageError(self._no_expert_data(len(trajs)))
-        if redone or not self.rd.stage_done(L.EXPERT):
-            write_sharegpt(self.rd.file(L.EXPERT_DATA), kept)
-            self._stage_end(L.EXPERT, {"trajectories": len(trajs), "successful": len(kept)})
+        if redone or not self.rd.stage_done(RunLayout.EXPERT):
+            write_sharegpt(self.rd.file(RunLayout.EXPERT_DATA), kept)
+            self._stage_end(RunLayout.EXPERT, {"trajectories": len(trajs), "successful": len(kept)})
         return kept
 
     def _no_expert_data(self, tried: int) -> str:
@@ -175,7 +176,7 @@ class Pipeline:
               data: IterationData | None = None, weights: dict[str, str | None] | None = None) -> str:
         """Train stage ``iteration`` on ``trajs`` (SFT) or, when the method produced them, on ``data.pairs``
         with the slot that consumes them (:data:`~sand_framework.components.TRAINER_SLOT`)."""
-        stage = L.train_stage(iteration)
+        stage = RunLayout.train_stage(iteration)
         self._enter(stage, not self.rd.stage_done(stage))
         if self.rd.stage_done(stage):
             return self.rd.stage_result(stage)["weights"]
@@ -186,7 +187,7 @@ class Pipeline:
     def _fit(self, iteration: int, trajs: list[Trajectory], init: str | None, data: IterationData | None,
              weights: dict[str, str | None] | None) -> dict[str, Any]:
         """Train stage ``iteration``'s weights into its folder; its summary (weights, seconds, inputs)."""
-        stage = L.train_stage(iteration)
+        stage = RunLayout.train_stage(iteration)
         epochs = self.recipe.run.epochs
         n_epochs = epochs[min(iteration, len(epochs) - 1)]
         pairs = data.pairs if data is not None else []
@@ -202,18 +203,19 @@ class Pipeline:
         self.ctx.console.print(f"[bold]{stage}[/]: {what}, {n_epochs} epoch(s) ({slot})")
         self.ctx.release_policy()  # no inference engine stays resident while the trainer runs
         t0 = time.time()
-        out = self.ctx.component(slot).train(TrainRequest(
-            trajectories=[] if pairs and slot != TRAINER_SLOT["sft"] else trajs, base_model=self.ctx.base_model(),
-            init_weights=init, output_dir=str(self.rd.folder(L.weights(iteration))), epochs=n_epochs,
-            seed=training_seed(self.recipe.run.seed, iteration), pairs=list(pairs) if slot != TRAINER_SLOT["sft"] else [],
-            reference_weights=reference, iteration=iteration))
+        where = dict(base_model=self.ctx.base_model(), init_weights=init,
+                     output_dir=str(self.rd.folder(RunLayout.weights(iteration))), epochs=n_epochs,
+                     seed=training_seed(self.recipe.run.seed, iteration), iteration=iteration)
+        request = (TrainRequest(trajectories=trajs, **where) if slot == TRAINER_SLOT["sft"] else
+                   PreferenceTrainRequest(pairs=list(pairs), reference_weights=reference, **where))
+        out = self.ctx.component(slot).train(request)
         summary: dict[str, Any] = {"weights": out, "seconds": round(time.time() - t0, 1)}
         summary.update({"pairs": len(pairs)} if slot != TRAINER_SLOT["sft"] else {"trajectories": len(trajs)})
         return summary
 
     def missing_weights(self) -> list[str]:
         """The finished training stages whose weights folder is not there (a run exported without weights)."""
-        return [s for s in (L.train_stage(k) for k in range(self.recipe.run.iterations + 1))
+        return [s for s in (RunLayout.train_stage(k) for k in range(self.recipe.run.iterations + 1))
                 if self.rd.weights_missing(s)]
 
     def rebuild_weights(self) -> list[str]:
@@ -225,7 +227,7 @@ class Pipeline:
         comes from the rebuild. Later iterations' weights stay missing: no arm reuses them, and they are trained on
         the data their iteration built (``--redo-from train/iterK`` computes them again, and what follows).
         Returns the stages rebuilt."""
-        stage = L.train_stage(0)
+        stage = RunLayout.train_stage(0)
         if stage not in self.missing_weights():
             return []
         recorded = self.rd.stage_result(stage)
@@ -234,7 +236,7 @@ class Pipeline:
         summary = self._fit(0, expert, None, None, None)
         self.rd.mark_done(stage, {**recorded, "weights": summary["weights"],
                                   "rebuilt": {"seconds": summary["seconds"]}})
-        if not self.rd.stage_done(L.EVAL):  # a run that goes on: what it computes next comes from the rebuild
+        if not self.rd.stage_done(RunLayout.EVAL):  # a run that goes on: what it computes next comes from the rebuild
             self.rd.forget_exported_weights([stage])
         self._notify("sand_stage_end", stage=stage, summary=self.rd.stage_result(stage))
         return [stage]
@@ -247,13 +249,13 @@ class Pipeline:
 
         ``weights`` holds ``agent`` (the weights being improved), ``sft`` and ``base``; each unit is stored as
         its batch finishes, so a resume redoes only the trajectories without an intact record."""
-        stage = L.synth_stage(iteration)
+        stage = RunLayout.synth_stage(iteration)
         self._enter(stage, not self.rd.stage_done(stage))
         if not trajs:
             raise EmptyStageError(f"{stage}: no trajectories to build from (the previous stage produced none)")
         method = self._method()
         trajs = method.inputs(trajs, self.env.tasks(self.recipe.data.split), self.expert_trajectory)
-        units = self._units(stage, L.synthesis_units(iteration), [t.task_id for t in trajs])
+        units = self._units(stage, RunLayout.synthesis_units(iteration), [t.task_id for t in trajs])
         missing = set(units.todo)
         done = self.rd.stage_done(stage)
         if missing:
@@ -297,10 +299,10 @@ class Pipeline:
         data = method.assemble(built, trajs)
         if missing or not done:
             if data.trajectories:
-                write_sharegpt(self.rd.file(L.deliberation_sharegpt(iteration)), data.trajectories)
-                write_messages(self.rd.file(L.deliberation_messages(iteration)), data.trajectories)
+                write_sharegpt(self.rd.file(RunLayout.deliberation_sharegpt(iteration)), data.trajectories)
+                write_messages(self.rd.file(RunLayout.deliberation_messages(iteration)), data.trajectories)
             if data.pairs:
-                write_preference_pairs(self.rd.file(L.preference_pairs(iteration)), data.pairs)
+                write_preference_pairs(self.rd.file(RunLayout.preference_pairs(iteration)), data.pairs)
             summary = {"method": method.name, **method.summarize(built)}
             if data.pairs:
                 summary["pairs"] = len(data.pairs)
@@ -311,7 +313,7 @@ class Pipeline:
 
     def evaluate(self, weights: dict[str, str | None]) -> dict[str, Any]:
         ev = self.recipe.eval
-        self._enter(L.EVAL, not self.rd.stage_done(L.EVAL))
+        self._enter(RunLayout.EVAL, not self.rd.stage_done(RunLayout.EVAL))
         evaluator = self.ctx.component("evaluator")
         results: dict[str, Any] = {}
         for model in ev.models:
@@ -319,13 +321,14 @@ class Pipeline:
                 raise RecipeError([f"eval.models: {model!r} is not one of {sorted(weights)}"])
             results[model] = {}
             for split in ev.splits:
-                units = self._units(L.EVAL, L.eval_units(model, split), self.env.tasks(split)[: ev.limit])
+                units = self._units(RunLayout.EVAL, RunLayout.eval_units(model, split),
+                                    self.env.tasks(split)[: ev.limit])
                 task_results = evaluate_tasks(
                     units, evaluator, self.env, lambda m=model: self._agent(weights[m]), ev.batch_size,
                     self.progress(), f"eval {model}/{split}")
                 results[model][split] = evaluator.aggregate(task_results)
-        if not self.rd.stage_done(L.EVAL):
-            self._stage_end(L.EVAL, {"models": list(ev.models), "splits": list(ev.splits)})
+        if not self.rd.stage_done(RunLayout.EVAL):
+            self._stage_end(RunLayout.EVAL, {"models": list(ev.models), "splits": list(ev.splits)})
         return results
 
     def _agent(self, weights: str | None):
@@ -351,24 +354,26 @@ class Pipeline:
             self.iteration = k
             built = self.build(k, data, {"agent": weights[f"iter{k - 1}"], "sft": weights["sft"], "base": None})
             init = weights[f"iter{k - 1}"] if run.train_from == "previous" else None
-            already = self.rd.stage_done(L.train_stage(k))
+            already = self.rd.stage_done(RunLayout.train_stage(k))
             weights[f"iter{k}"] = self.train(k, built.trajectories, init=init, data=built, weights=weights)
             if not already:
-                self._notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(L.synth_stage(k)))
+                self._notify("sand_iteration_end", iteration=k, summary=self.rd.stage_result(RunLayout.synth_stage(k)))
             data = built.next_expert
         weights["final"] = weights[f"iter{run.iterations}"]
         metrics = {
             "run": str(self.rd.path),
             "recipe": run.name,
             "eval": self.evaluate(weights),
-            "synthesis": {f"iter{k}": self.rd.stage_result(L.synth_stage(k)) for k in range(1, run.iterations + 1)},
+            "synthesis": {f"iter{k}": self.rd.stage_result(RunLayout.synth_stage(k))
+                          for k in range(1, run.iterations + 1)},
             "weights": weights,
             "backend": ctx.components["policy"].stats if "policy" in ctx.components else {},
         }
         metrics["rollouts"] = rollout_metrics(
-            {f"synth/iter{k}": self.rd.units(L.synthesis_units(k)).values() for k in range(1, run.iterations + 1)},
+            {f"synth/iter{k}": self.rd.units(RunLayout.synthesis_units(k)).values()
+             for k in range(1, run.iterations + 1)},
             ctx.components["evaluator"].rollout_stats if "evaluator" in ctx.components else None)
         metrics["wall_seconds_this_session"] = round(time.time() - ctx.started, 1)
-        self.rd.write_json(L.METRICS, metrics)
+        self.rd.write_json(RunLayout.METRICS, metrics)
         self._notify("sand_run_end", metrics=metrics)
         return metrics

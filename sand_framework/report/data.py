@@ -18,7 +18,7 @@ from sand_framework.components import TaskResult
 from sand_framework.components.method import unit_totals
 from sand_framework.errors import RunDirError
 from sand_framework.metrics import difficulty_bands, engine_time, task_results_from_units
-from sand_framework.store import RunLayout as L, UnitLog, read_json
+from sand_framework.store import RunLayout, UnitLog, read_json
 
 Key = tuple[str, str]
 """(split, task_id): identifies an evaluated task."""
@@ -95,22 +95,22 @@ class RunData:
 
 def load_run(path: str | Path) -> RunData:
     path = Path(path)
-    has_eval = (path / L.EVAL).is_dir()
-    if not (path / L.RECIPE).exists() and not (path / L.METRICS).exists() and not has_eval:
+    has_eval = (path / RunLayout.EVAL).is_dir()
+    if not (path / RunLayout.RECIPE).exists() and not (path / RunLayout.METRICS).exists() and not has_eval:
         raise RunDirError(f"{path} is neither a SAND run directory (recipe.yaml) nor a `sand eval` folder "
                           "(metrics.json, eval/)")
     recipe = {}
-    if (path / L.RECIPE).exists():
-        recipe = yaml.safe_load((path / L.RECIPE).read_text()) or {}
-    metrics = read_json(path / L.METRICS, {}) or {}
+    if (path / RunLayout.RECIPE).exists():
+        recipe = yaml.safe_load((path / RunLayout.RECIPE).read_text()) or {}
+    metrics = read_json(path / RunLayout.METRICS, {}) or {}
     name = (recipe.get("run") or {}).get("name") or path.name
     run = RunData(path=path, label=name, name=name, recipe=recipe)
     if has_eval:
-        for model_dir in sorted(p for p in (path / L.EVAL).iterdir() if p.is_dir()):
-            for log_path in sorted(model_dir.glob(f"*{L.UNITS}")):
+        for model_dir in sorted(p for p in (path / RunLayout.EVAL).iterdir() if p.is_dir()):
+            for log_path in sorted(model_dir.glob(f"*{RunLayout.UNITS}")):
                 results = task_results_from_units(UnitLog(log_path).values())
                 if results:
-                    run.evals.setdefault(model_dir.name, {})[log_path.name[: -len(L.UNITS)]] = results
+                    run.evals.setdefault(model_dir.name, {})[log_path.name[: -len(RunLayout.UNITS)]] = results
     run.synthesis = load_synthesis(path, metrics)
     run.engine = load_engine_time(path)
     run.reference = next((m for m in REFERENCE_ORDER if m in run.evals), run.models[0] if run.models else None)
@@ -121,13 +121,13 @@ def load_run(path: str | Path) -> RunData:
 
 def load_synthesis(path: Path, metrics: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Synthesis totals per iteration: from state.json when the stage finished, else from its unit log."""
-    done = (read_json(path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
+    done = (read_json(path / RunLayout.STATE, {"done": {}}) or {"done": {}}).get("done", {})
     out: dict[int, dict[str, Any]] = {}
-    for k in L.iterations_in(path):
-        d = path / L.synthesis_units(k)
+    for k in RunLayout.iterations_in(path):
+        d = path / RunLayout.synthesis_units(k)
         if not d.is_file():
             continue
-        summary = done.get(L.synth_stage(k)) or (metrics.get("synthesis") or {}).get(f"iter{k}")
+        summary = done.get(RunLayout.synth_stage(k)) or (metrics.get("synthesis") or {}).get(f"iter{k}")
         if not summary:
             units = list(UnitLog(d).values())
             summary = {**unit_totals(units), "partial": True} if units else None
@@ -138,13 +138,13 @@ def load_synthesis(path: Path, metrics: dict[str, Any]) -> dict[int, dict[str, A
 
 def load_engine_time(path: Path) -> dict[int, dict[str, Any]]:
     """Engine time per role of each data-building stage, from its units' batch costs (so partial stages show)."""
-    done = (read_json(path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
+    done = (read_json(path / RunLayout.STATE, {"done": {}}) or {"done": {}}).get("done", {})
     out: dict[int, dict[str, Any]] = {}
-    for k in L.iterations_in(path):
-        log = path / L.synthesis_units(k)
+    for k in RunLayout.iterations_in(path):
+        log = path / RunLayout.synthesis_units(k)
         units = list(UnitLog(log).values()) if log.is_file() else []
         if units:
-            out[k] = {**engine_time(units), "partial": L.synth_stage(k) not in done}
+            out[k] = {**engine_time(units), "partial": RunLayout.synth_stage(k) not in done}
     return out
 
 

@@ -28,17 +28,15 @@ from sand_framework.store.layout import RunLayout
 RUN_RELATIVE = "./"
 """Prefix of a path stored relative to the run directory (in ``state.json`` stage results)."""
 
-L = RunLayout
-
 FIXES: dict[str, str] = {
-    L.RECIPE: "It is the recipe this run started with: restore it from a copy of the run, or start a new run "
-                   "(`sand run RECIPE`).",
-    L.STATE: "It lists the finished stages: restore it from a copy of the run, or delete it and resume "
-                  "(finished units in *.units.jsonl are kept; whole stages such as training are redone).",
-    L.PLUGINS: "It records the plugins the run used: delete it and resume (it is rewritten; give "
-                    "--plugins-dir again if the run used plugin folders).",
-    L.METRICS: "It is rewritten at the end of the run: delete it and resume (`sand run --resume RUN`).",
-    L.EVAL_SPEC: "It records what this folder evaluated: delete it and rerun `sand eval` with the same -o.",
+    RunLayout.RECIPE: "It is the recipe this run started with: restore it from a copy of the run, or start a new "
+                      "run (`sand run RECIPE`).",
+    RunLayout.STATE: "It lists the finished stages: restore it from a copy of the run, or delete it and resume "
+                     "(finished units in *.units.jsonl are kept; whole stages such as training are redone).",
+    RunLayout.PLUGINS: "It records the plugins the run used: delete it and resume (it is rewritten; give "
+                       "--plugins-dir again if the run used plugin folders).",
+    RunLayout.METRICS: "It is rewritten at the end of the run: delete it and resume (`sand run --resume RUN`).",
+    RunLayout.EVAL_SPEC: "It records what this folder evaluated: delete it and rerun `sand eval` with the same -o.",
 }
 """What to do about each file a run reads back, when it is damaged."""
 
@@ -71,7 +69,7 @@ class RunDir:
     def create_at(cls, path: str | os.PathLike) -> "RunDir":
         """Use exactly ``path`` (must not already hold a run; resume those with --resume)."""
         path = Path(path)
-        if (path / L.RECIPE).exists():
+        if (path / RunLayout.RECIPE).exists():
             raise RunDirError(f"{path} already holds a run; continue it with `sand run --resume {path}`")
         _mkdir(path, parents=True, exist_ok=True, what="--run-dir")
         return cls(path)
@@ -80,7 +78,7 @@ class RunDir:
     def open_existing(cls, path: str | os.PathLike) -> "RunDir":
         """An existing run, its bookkeeping files checked (readable, well-formed) before anything uses them."""
         path = Path(path)
-        if not (path / L.RECIPE).is_file():
+        if not (path / RunLayout.RECIPE).is_file():
             raise RunDirError(
                 f"{path} is not a SAND run directory (no recipe.yaml). Pass the folder `sand run` printed, "
                 "e.g. runs/quickstart-20260101-120000."
@@ -91,23 +89,23 @@ class RunDir:
 
     def check(self) -> None:
         """Raise :class:`RunDirError` naming the first damaged bookkeeping file and what to do about it."""
-        recipe = self.path / L.RECIPE
+        recipe = self.path / RunLayout.RECIPE
         try:
             data = yamlsafe.load(yamlsafe.read_text(recipe))
         except OSError as exc:
-            raise RunDirError(f"{recipe} cannot be read ({exc.strerror or exc}). {FIXES[L.RECIPE]}") from None
+            raise RunDirError(f"{recipe} cannot be read ({exc.strerror or exc}). {FIXES[RunLayout.RECIPE]}") from None
         except Exception as exc:  # noqa: BLE001 - invalid YAML, binary, too large
-            raise RunDirError(f"{recipe} is damaged ({str(exc)[:200]}). {FIXES[L.RECIPE]}") from None
+            raise RunDirError(f"{recipe} is damaged ({str(exc)[:200]}). {FIXES[RunLayout.RECIPE]}") from None
         if not isinstance(data, dict):
             raise RunDirError(f"{recipe} is damaged (it holds {'nothing' if data is None else type(data).__name__}, "
-                              f"not a recipe). {FIXES[L.RECIPE]}")
+                              f"not a recipe). {FIXES[RunLayout.RECIPE]}")
         self._state()
         self.fingerprints()
-        plugins = self.read_json(L.PLUGINS, {})
+        plugins = self.read_json(RunLayout.PLUGINS, {})
         dirs = plugins.get("plugin_dirs", []) if isinstance(plugins, dict) else None
         if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
-            raise RunDirError(f"{self.path / L.PLUGINS} is damaged (expected an object with a list "
-                              f"`plugin_dirs`). {FIXES[L.PLUGINS]}")
+            raise RunDirError(f"{self.path / RunLayout.PLUGINS} is damaged (expected an object with a list "
+                              f"`plugin_dirs`). {FIXES[RunLayout.PLUGINS]}")
 
     # -- locking -----------------------------------------------------------
 
@@ -117,7 +115,7 @@ class RunDir:
         ``flock`` is released by the kernel when its holder dies, so a lock
         file left by a killed run never blocks a resume (a stale lock).
         """
-        lock_path = self.path / L.LOCK
+        lock_path = self.path / RunLayout.LOCK
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise RunDirError(f"{self.path} is read-only for you: a run writes its results into its directory. "
                               f"Make it writable (chmod -R u+w {self.path}), or copy it (cp -r {self.path} COPY) and "
@@ -142,13 +140,13 @@ class RunDir:
         """The pid a live process holding this run's lock wrote, or None when no live process holds it (the lock
         is only tested, never kept)."""
         try:
-            fd = os.open(self.path / L.LOCK, os.O_RDONLY)
+            fd = os.open(self.path / RunLayout.LOCK, os.O_RDONLY)
         except OSError:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return (self.path / L.LOCK).read_text().strip() or "unknown"
+            return (self.path / RunLayout.LOCK).read_text().strip() or "unknown"
         finally:
             os.close(fd)  # closing the only descriptor of a lock taken here releases it
         return None
@@ -192,10 +190,10 @@ class RunDir:
     # -- stage bookkeeping ---------------------------------------------------
 
     def _state(self) -> dict[str, Any]:
-        state = self.read_json(L.STATE, {"done": {}})
+        state = self.read_json(RunLayout.STATE, {"done": {}})
         if not isinstance(state, dict) or not isinstance(state.get("done"), dict):
-            raise RunDirError(f"{self.path / L.STATE} is damaged (expected {{\"done\": {{stage: result}}}}). "
-                              f"{FIXES[L.STATE]}")
+            raise RunDirError(f"{self.path / RunLayout.STATE} is damaged (expected {{\"done\": {{stage: result}}}}). "
+                              f"{FIXES[RunLayout.STATE]}")
         return state
 
     def finished_stages(self) -> list[str]:
@@ -217,26 +215,26 @@ class RunDir:
         state = self._state()
         state["done"][stage] = result
         if fingerprint is not None:
-            state[L.STATE_FINGERPRINTS] = {**self.fingerprints(), stage: fingerprint}
+            state[RunLayout.STATE_FINGERPRINTS] = {**self.fingerprints(), stage: fingerprint}
         self._write_state(state)
 
     def _write_state(self, state: dict[str, Any]) -> None:
         """``state.json``: the done entries' paths stored run-relative; fingerprints exactly as given (they hold
         recipe values, which must read back as they were written)."""
-        out = {k: v for k, v in state.items() if k != L.STATE_FINGERPRINTS}
+        out = {k: v for k, v in state.items() if k != RunLayout.STATE_FINGERPRINTS}
         out["done"] = self._to_stored(state["done"])
-        fingerprints = state.get(L.STATE_FINGERPRINTS, self.fingerprints())
+        fingerprints = state.get(RunLayout.STATE_FINGERPRINTS, self.fingerprints())
         if fingerprints:
-            out[L.STATE_FINGERPRINTS] = fingerprints
-        atomic_write_json(self.file(L.STATE), out)
+            out[RunLayout.STATE_FINGERPRINTS] = fingerprints
+        atomic_write_json(self.file(RunLayout.STATE), out)
 
     def fingerprints(self) -> dict[str, Any]:
         """Stage -> its recorded fingerprint (stages of runs made before fingerprints have none)."""
-        raw = read_json(self.path / L.STATE, {}, fix=FIXES[L.STATE])
-        found = raw.get(L.STATE_FINGERPRINTS, {}) if isinstance(raw, dict) else {}
+        raw = read_json(self.path / RunLayout.STATE, {}, fix=FIXES[RunLayout.STATE])
+        found = raw.get(RunLayout.STATE_FINGERPRINTS, {}) if isinstance(raw, dict) else {}
         if not isinstance(found, dict):
-            raise RunDirError(f"{self.path / L.STATE} is damaged (`{L.STATE_FINGERPRINTS}` is not a mapping). "
-                              f"{FIXES[L.STATE]}")
+            raise RunDirError(f"{self.path / RunLayout.STATE} is damaged (`{RunLayout.STATE_FINGERPRINTS}` is not a "
+                              f"mapping). {FIXES[RunLayout.STATE]}")
         return found
 
     def fingerprint(self, stage: str) -> dict[str, Any] | None:
@@ -246,7 +244,7 @@ class RunDir:
         """Record what ``stage`` is computed from (when it starts; kept when it finishes)."""
         fingerprints = self.fingerprints()
         if fingerprints.get(stage) != fingerprint:
-            self._write_state({**self._state(), L.STATE_FINGERPRINTS: {**fingerprints, stage: fingerprint}})
+            self._write_state({**self._state(), RunLayout.STATE_FINGERPRINTS: {**fingerprints, stage: fingerprint}})
 
     def discard(self, stages: list[str]) -> list[str]:
         """Forget ``stages`` (``--redo-from``): their folders and files are removed, their ``state.json`` entries
@@ -254,10 +252,10 @@ class RunDir:
 
         Folders are first moved into ``.discarded/`` (a rename: a crash never leaves a half-deleted stage that a
         resume would take up), then ``state.json`` is rewritten, then ``.discarded/`` is deleted."""
-        trash = self.path / L.DISCARDED
+        trash = self.path / RunLayout.DISCARDED
         removed: list[str] = []
         for stage in stages:
-            for rel in [*L.stage_folders(stage), *L.stage_files(stage)]:
+            for rel in [*RunLayout.stage_folders(stage), *RunLayout.stage_files(stage)]:
                 src = self.path / rel
                 if src.exists() or src.is_symlink():
                     dest = trash / f"{len(removed)}-{rel.replace('/', '_')}"
@@ -271,7 +269,7 @@ class RunDir:
         for stage in stages:
             state["done"].pop(stage, None)
             fingerprints.pop(stage, None)
-        self._write_state({**state, L.STATE_FINGERPRINTS: fingerprints})
+        self._write_state({**state, RunLayout.STATE_FINGERPRINTS: fingerprints})
         self.forget_exported_weights(stages)
         shutil.rmtree(trash, ignore_errors=True)
         return removed
@@ -287,11 +285,12 @@ class RunDir:
     def forget_exported_weights(self, stages: list[str]) -> None:
         """Drop an export's record of the weights of these training stages (discarded, or trained again for a run
         that goes on): the stages computed from here on come from the new weights."""
-        exported = self.path / L.EXPORTED_WEIGHTS
+        exported = self.path / RunLayout.EXPORTED_WEIGHTS
         record = read_json(exported, None) if exported.is_file() else None
         if not isinstance(record, dict):
             return
-        folders = {L.weights(parsed[1]) for parsed in map(L.parse_stage, stages) if parsed and parsed[0] == "train"}
+        folders = {RunLayout.weights(parsed[1]) for parsed in map(RunLayout.parse_stage, stages)
+                   if parsed and parsed[0] == "train"}
         kept = {k: v for k, v in record.items() if k not in folders}
         if kept != record:
             atomic_write_json(exported, kept)
@@ -329,7 +328,7 @@ class RunDir:
         the original still exists they would silently keep using it.
         """
         p = Path(value)
-        if L.WEIGHTS not in p.parts:
+        if RunLayout.WEIGHTS not in p.parts:
             return value
         try:
             p.resolve().relative_to(self.path.resolve())
@@ -337,7 +336,7 @@ class RunDir:
         except (ValueError, OSError):
             pass
         parts = p.parts
-        inside = self.path.absolute().joinpath(*parts[len(parts) - 1 - parts[::-1].index(L.WEIGHTS):])
+        inside = self.path.absolute().joinpath(*parts[len(parts) - 1 - parts[::-1].index(RunLayout.WEIGHTS):])
         return str(inside) if inside.exists() else value
 
     def adopt(self, source: "RunDir", stage: str, folders: list[str],
@@ -358,7 +357,7 @@ class RunDir:
         if absent:
             names = ", ".join(p.relative_to(root).as_posix() for p in absent)
             how = (f"train it again in that copy, keeping its results, with `sand run --resume {source.path} "
-                   "--rebuild-weights`" if stage == L.train_stage(0) else
+                   "--rebuild-weights`" if stage == RunLayout.train_stage(0) else
                    f"recompute it in that copy with `sand run --resume {source.path} --redo-from {stage}` (which "
                    "redoes the stages after it too)")
             raise RunDirError(f"cannot reuse stage {stage!r} from {source.path}: its output {names} is not there "

@@ -26,7 +26,7 @@ from sand_framework.config.schema import SECTIONS
 from sand_framework.errors import RunDirError
 from sand_framework.report import tables
 from sand_framework.report.data import RunData, load_runs
-from sand_framework.store import RunLayout as L, read_json
+from sand_framework.store import RunLayout, read_json
 from sand_framework.view.episodes import collect_eval
 from sand_framework.view.site_data import SiteData
 from sand_framework.view.units import collect_synthesis
@@ -37,13 +37,14 @@ from sand_framework.view.units import collect_synthesis
 
 def sweep_runs(path: Path) -> list[Path]:
     """The run directories of a sweep output folder (``OUT/<arm>/seed<k>``)."""
-    return sorted(p for p in path.glob("*/seed*") if p.is_dir() and (p / L.RECIPE).is_file())
+    return sorted(p for p in path.glob("*/seed*") if p.is_dir() and (p / RunLayout.RECIPE).is_file())
 
 
 def kind_of(path: Path) -> str:
-    if (path / L.RECIPE).is_file():
+    if (path / RunLayout.RECIPE).is_file():
         return "run"
-    if (path / L.EVAL_SPEC).is_file() or ((path / L.EVAL).is_dir() and (path / L.METRICS).is_file()):
+    if (path / RunLayout.EVAL_SPEC).is_file() or ((path / RunLayout.EVAL).is_dir()
+                                                  and (path / RunLayout.METRICS).is_file()):
         return "eval"
     if (path / "results.json").is_file() or sweep_runs(path):
         return "sweep"
@@ -105,7 +106,7 @@ def components(recipe: dict[str, Any]) -> list[dict[str, Any]]:
 
 def stages(run: RunData) -> list[dict[str, Any]]:
     """Finished stages in the order they finished, with their time where the stage records one."""
-    done = (read_json(run.path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
+    done = (read_json(run.path / RunLayout.STATE, {"done": {}}) or {"done": {}}).get("done", {})
     out = []
     for stage, result in done.items():
         result = result if isinstance(result, dict) else {}
@@ -119,7 +120,7 @@ def cost_rows(run: RunData) -> list[list[Any]]:
     """Per evaluated model: what making it cost (the sweep's rule, :func:`sand_framework.sweep.aggregate.run_cost`)."""
     from sand_framework.sweep.aggregate import run_cost
 
-    metrics = read_json(run.path / L.METRICS, {}) or {}
+    metrics = read_json(run.path / RunLayout.METRICS, {}) or {}
     rows = []
     for model in run.models:
         c = run_cost(run.path, metrics, model)
@@ -138,7 +139,7 @@ def overview(site: SiteData) -> dict[str, Any]:
         ov["runs"].append({"label": run.label, "components": components(run.recipe), "stages": stages(run),
                            "recipe": yaml.safe_dump(run.recipe, sort_keys=False) if run.recipe else ""})
     if site.kind == "eval":
-        spec = read_json(site.source / L.EVAL_SPEC, {}) or {}
+        spec = read_json(site.source / RunLayout.EVAL_SPEC, {}) or {}
         for label, what in (spec.items() if isinstance(spec, dict) else []):
             what = what if isinstance(what, dict) else {"value": what}
             ov["eval_spec"].append({"label": label, "facts": [(k, json.dumps(v, default=str) if isinstance(

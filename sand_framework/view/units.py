@@ -11,7 +11,7 @@ from typing import Any
 
 from sand_framework.components.declared import BY_NAME
 from sand_framework.report.data import RunData
-from sand_framework.store import RunLayout as L, UnitLog, read_json
+from sand_framework.store import RunLayout, UnitLog, read_json
 from sand_framework.view.site_data import SiteData
 
 PAIRS_PER_CHUNK = 50
@@ -32,10 +32,11 @@ class TargetRenderer:
         self.fmt = None
         self.error = ""
         self.max_length = int((run.recipe.get("trainer") or {}).get("max_length") or 0)
-        found = [d for d in (run.path / L.weights(k) / "final", run.path / L.weights(k - 1) / "final")
+        found = [d for d in (run.path / RunLayout.weights(k) / "final", run.path / RunLayout.weights(k - 1) / "final")
                  if has_tokenizer(d)]
         if not found:
-            self.error = (f"No tokenizer found beside the weights ({L.weights(k)}/final or {L.weights(k - 1)}/final), "
+            self.error = (f"No tokenizer found beside the weights ({RunLayout.weights(k)}/final or "
+                          f"{RunLayout.weights(k - 1)}/final), "
                           "so the training target is shown as chat turns, without the model's template or its "
                           "loss mask.")
             return
@@ -95,12 +96,12 @@ def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
     sources = []
     shapes: dict[str, str] | None = None
     for run in site.runs:
-        done = (read_json(run.path / L.STATE, {"done": {}}) or {"done": {}}).get("done", {})
+        done = (read_json(run.path / RunLayout.STATE, {"done": {}}) or {"done": {}}).get("done", {})
         n_samples = (run.recipe.get("sampler") or {}).get("n")
-        for k in L.iterations_in(run.path):
-            method = (done.get(L.synth_stage(k)) or {}).get("method") or run.component("method")
+        for k in RunLayout.iterations_in(run.path):
+            method = (done.get(RunLayout.synth_stage(k)) or {}).get("method") or run.component("method")
             method = method if method not in ("-", "?") else BY_NAME["method"].default  # the slot's default
-            log_path = run.path / L.synthesis_units(k)
+            log_path = run.path / RunLayout.synthesis_units(k)
             if log_path.is_file():
                 shapes = unit_shapes() if shapes is None else shapes
                 shape = shapes.get(method, "generic")
@@ -108,7 +109,7 @@ def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
                 log = UnitLog(log_path)
                 if log.corrupt:
                     site.notes.append(f"{run.label} iter{k}: {len(log.corrupt)} unreadable line(s) in "
-                                      f"{L.synthesis_units(k)} left out (lines {log.corrupt[:5]})")
+                                      f"{RunLayout.synthesis_units(k)} left out (lines {log.corrupt[:5]})")
                 renderer = None
                 items = []
                 for i, (unit_id, data) in enumerate(log.records.items()):
@@ -121,8 +122,8 @@ def collect_synthesis(site: SiteData) -> list[dict[str, Any]]:
                     site.chunks[f"{sid}/{i}"] = chunk
                     items.append([i, *row])
                 sources.append({"id": sid, "kind": "units", "run": run.label, "iteration": k, "method": method,
-                                "samples": n_samples, "path": L.synthesis_units(k), "items": items})
-            pairs_path = run.path / L.preference_pairs(k)
+                                "samples": n_samples, "path": RunLayout.synthesis_units(k), "items": items})
+            pairs_path = run.path / RunLayout.preference_pairs(k)
             if pairs_path.is_file():
                 sources.append(pair_source(site, run, k, method, pairs_path, f"p{len(sources)}"))
     return sources
@@ -178,7 +179,7 @@ def pair_source(site: SiteData, run: RunData, k: int, method: str, path: Path, s
             try:
                 pair = json.loads(line)
             except ValueError:
-                site.notes.append(f"{run.label} iter{k}: line {lineno} of {L.preference_pairs(k)} is not JSON")
+                site.notes.append(f"{run.label} iter{k}: line {lineno} of {RunLayout.preference_pairs(k)} is not JSON")
                 continue
             pair = pair if isinstance(pair, dict) else {"value": pair}
             i = len(items)
@@ -191,4 +192,4 @@ def pair_source(site: SiteData, run: RunData, k: int, method: str, path: Path, s
             items.append([i, str(pair.get("id", i)), len(pair.get("chosen") or []), 0, 0, -1,
                           reward if isinstance(reward, (int, float)) else None, "pair"])
     return {"id": sid, "kind": "pairs", "run": run.label, "iteration": k, "method": method,
-            "path": L.preference_pairs(k), "per_chunk": PAIRS_PER_CHUNK, "items": items}
+            "path": RunLayout.preference_pairs(k), "per_chunk": PAIRS_PER_CHUNK, "items": items}

@@ -56,98 +56,41 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import logging
 import os
 import shutil
 import tempfile
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from annotated_types import Ge, Gt, Interval
-
-from sand_builtins.models import ADAPTER_CONFIG
 from sand_builtins.policies.engine_plan import (
     EnginePlan, device_count_and_memory, engine_environment, engine_kwargs, model_heads, plan_engines, plan_lines,
     visible_devices, weights_gb,
 )
 from sand_builtins.policies.local import LocalPolicy
-from sand_builtins.policies.vllm_engine import cpu_only, eos_token_id, gb, import_vllm, shutdown
+from sand_builtins.policies.vllm_engine import (
+    check_adapter_rank, cpu_only, eos_token_id, gb, import_vllm, merge_adapter, shutdown,
+)
+from sand_builtins.policies.vllm_params import VLLMParams
 from sand_builtins.policies.vllm_pump import RequestPump
+from sand_builtins.policies.vllm_sampling import one_sample_each, prompt_limit, request_params
 from sand_framework import hookimpl
-from sand_framework.config.paramdoc import SpeedOnly
 from sand_framework.errors import ModelUnavailable
 from sand_framework.rollout import EngineMeter
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
 log = logging.getLogger(__name__)
 
-class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
+
+class VLLMPolicy(LocalPolicy[VLLMParams]):
     name = "vllm"
     requires = {"vllm": "vllm"}
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
     concurrent_generate = True
 
-    @dataclass
-    class Params:
-        dtype: Literal["bfloat16", "float16", "float32", "auto"] = "bfloat16"
-        """vLLM's ``dtype``: ``bfloat16`` (CPU and GPU), ``float16``, ``float32`` or ``auto``. On a CPU without
-        AVX512-BF16/AMX bf16 is emulated: ``float32`` measured 2x faster there (benchmarks/policy_speed.py)."""
-        max_model_len: Annotated[int, Ge(1)] = 4096
-        """Context length of the engine (prompt + generation); also caps prompts (see ``max_prompt_tokens``)."""
-        max_prompt_tokens: Annotated[int, Ge(0)] = 0
-        """Longer prompts drop their oldest turns after the first three, then are cut from the left; 0 = the context
-        left after the generation (``max_model_len - max_new_tokens``), the default: ``sand validate`` checks the
-        trainer's ``max_length`` fits (one context budget for training, prompts and engines)."""
-        stop: list[str] = field(default_factory=lambda: ["\nObservation:"])
-        """Generation stops at, and the text is cut before, the first of these strings."""
-        top_p: Annotated[float, Interval(gt=0, le=1)] = 1.0
-        """Nucleus sampling for sampled (temperature > 0) calls, in (0, 1]; 1 = off."""
-        top_k: Annotated[int, Ge(0)] = 0
-        """0 disables top-k."""
-        lora_mode: Literal["adapter", "merge"] = "adapter"
-        """How a LoRA adapter becomes the agent: served per request (``adapter``) or merged into a full model
-        that a second engine loads (``merge``; faster on CPU, costs an engine start per switch)."""
-        max_lora_rank: Annotated[int, Ge(1)] = 64
-        """Largest LoRA rank the engine accepts (``adapter`` mode); an adapter with a larger rank is refused."""
-        max_loras: Annotated[int, Ge(1)] = 1
-        """Adapters resident at once (``adapter`` mode); the previous iteration's adapter is dropped on switch."""
-        enable_prefix_caching: bool = True
-        """Reuse the KV cache of shared prompt prefixes (the n samples of a chat, the ETO head of every turn)."""
-        enforce_eager: bool | None = None
-        """No CUDA graphs / torch.compile. None = by device: eager on CPU (the only mode measured there), CUDA graphs on
-        GPUs (slower start, faster decoding)."""
-        gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = 0.9
-        """GPU only: fraction of each GPU's memory for weights + KV cache, per engine; two engines sharing one GPU get
-        half each (see ``placement``)."""
-        placement: Literal["auto", "swap"] = "auto"
-        """Where a full-model agent's engine goes next to the base engine (``sand plan RECIPE --gpus N`` shows it):
-        ``auto`` = separate halves of the GPUs, or both awake on one GPU at half the memory each when the weights fit,
-        else taking turns; ``swap`` = always take turns on the same GPUs (sleep mode, one awake at a time)."""
-        kv_cache_space_gb: Annotated[float, Gt(0)] = 2.0
-        """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
-        cpu_threads_bind: str = ""
-        """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` (``auto``, ``nobind``, ``0-1`` ...); empty leaves vLLM's default."""
-        agent_cpu_threads_bind: Annotated[str, SpeedOnly(
-            "which cores compute, not what: the engines' outputs are the same on any binding")] = ""
-        """CPU only: ``VLLM_CPU_OMP_THREADS_BIND`` of the agent's own engine (a full-model agent, or ``lora_mode:
-        merge``), so that the two engines compute on different cores: vLLM's ``auto`` binds every engine to the
-        same first cores (measured, docs/scaling.md section 7). E.g. ``cpu_threads_bind: "0"`` and this ``"1"``
-        on two cores. Empty = as ``cpu_threads_bind``."""
-        tensor_parallel_size: Annotated[int, Ge(0)] = 0
-        """GPUs per engine; 0 = auto: the largest power of two of the GPUs the engine is placed on."""
-        seed: Annotated[int, Ge(0)] = 0
-        """Engine seed (requests without a seed)."""
-        merge_dir: str = ""
-        """Where ``merge`` mode writes merged models; empty = a temporary directory removed on ``close``."""
-        sleep_mode: Literal["auto", "on", "off"] = "auto"
-        """vLLM sleep mode (``enable_sleep_mode``): the engine not in use sleeps, and all sleep during training.
-        ``auto`` = on with a GPU (vLLM supports it on CUDA only)."""
-        engine_args: dict[str, Any] = field(default_factory=dict)
-        """Extra keyword arguments for ``vllm.LLM`` (override the ones above)."""
+    Params = VLLMParams
 
     @classmethod
     def context_token_budget(cls, params: VLLMParams) -> dict[str, tuple[str, int]]:
@@ -327,22 +270,10 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
         self.agent_llm = self._start_engine(str(path), role="agent")
 
     def _check_rank(self, path: Path) -> None:
-        try:
-            rank = int(json.loads((path / ADAPTER_CONFIG).read_text()).get("r", 0))
-        except (OSError, ValueError) as exc:
-            raise ModelUnavailable(f"unreadable adapter config in {path}: {exc}") from exc
-        if rank > int(self.params.max_lora_rank):
-            raise ModelUnavailable(
-                f"adapter {path} has LoRA rank {rank} > max_lora_rank={self.params.max_lora_rank}; "
-                "raise policy.max_lora_rank or use policy.lora_mode=merge"
-            )
+        check_adapter_rank(path, int(self.params.max_lora_rank))
 
     def _merge_adapter(self, adapter: Path) -> Path:
         """Merge ``adapter`` into the base weights with peft; return the new model directory."""
-        import torch
-        from peft import PeftModel
-        from transformers import AutoModelForCausalLM
-
         if self._merge_root is None:
             if self.params.merge_dir:
                 self._merge_root = Path(self.params.merge_dir).expanduser()
@@ -351,17 +282,8 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
                 self._merge_root = Path(tempfile.mkdtemp(prefix="sand-vllm-merged-"))
                 self._merge_owned = True
         self._lora_seq += 1
-        out = self._merge_root / f"agent{self._lora_seq}"
-        start = time.perf_counter()
-        dtype = torch.float32 if self.params.dtype in ("auto", "float32") else getattr(torch, self.params.dtype)
-        base = AutoModelForCausalLM.from_pretrained(self.base_path, dtype=dtype)
-        merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
-        merged.save_pretrained(str(out))
-        self.tokenizer.save_pretrained(str(out))
-        del base, merged
-        gc.collect()
-        log.info("merged %s into %s in %.1fs", adapter, out, time.perf_counter() - start)
-        return out
+        return merge_adapter(self.base_path, adapter, self._merge_root / f"agent{self._lora_seq}", self.params.dtype,
+                             self.tokenizer)
 
     def _drop_merged(self, keep: Path | None = None) -> None:
         if self._merged_dir is not None and self._merged_dir != keep and self._merge_owned:
@@ -393,11 +315,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     # ------------------------------------------------------------------
 
     def _prompt_limit(self, max_new_tokens: int) -> int:
-        limits = [int(self.params.max_prompt_tokens or 0)]
-        if self.params.max_model_len:
-            limits.append(max(1, int(self.params.max_model_len) - max(1, int(max_new_tokens))))
-        limits = [x for x in limits if x > 0]
-        return min(limits) if limits else 0
+        return prompt_limit(self.params, max_new_tokens)
 
     def encode_prompt(self, chat: Chat, max_new_tokens: int = 0, role: Role = "agent") -> list[int]:
         """Token ids of ``chat`` with the generation prompt in the role's trained format, shortened to fit."""
@@ -408,29 +326,7 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
     # ------------------------------------------------------------------
 
     def _sampling_params(self, n_prompts: int, sampling: SamplingParams, per_chat: int, greedy: bool) -> list[Any]:
-        from vllm import SamplingParams as VSamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        max_new = max(1, int(sampling.max_new_tokens))
-        stops = [s for s in self.params.stop if s]
-        params = []
-        for i in range(n_prompts):
-            kw: dict[str, Any] = dict(
-                n=per_chat, max_tokens=max_new, stop=stops or None, stop_token_ids=self._stop_ids or None,
-                skip_special_tokens=True, output_kind=RequestOutputKind.FINAL_ONLY,  # the pump takes finished ones
-            )
-            if greedy:
-                kw.update(temperature=0.0)
-            else:
-                kw.update(temperature=float(sampling.temperature), top_p=float(self.params.top_p),
-                          top_k=int(self.params.top_k) if self.params.top_k and self.params.top_k > 0 else -1)
-                if sampling.seeds:
-                    kw["seed"] = int(sampling.seeds[i]) & 0x7FFFFFFF  # the chat's own seed (per request)
-                elif sampling.seed is not None:
-                    # One seed per chat: identical prompts in one call still get different samples.
-                    kw["seed"] = int(sampling.seed) + i * per_chat
-            params.append(VSamplingParams(**kw))
-        return params
+        return request_params(self.params, self._stop_ids, n_prompts, sampling, per_chat, greedy)
 
     def _generate(self, prompts: list[list[int]], sampling: SamplingParams, role: Role, per_chat: int,
                   greedy: bool) -> list[list[Completion]]:
@@ -449,22 +345,9 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
 
     def _generate_each_sample(self, prompts: list[list[int]], params: list[Any], role: Role,
                               per_chat: int) -> list[list[Completion]]:
-        """Seeded sampling with N > 1 as N requests of one sample each, sample j seeded ``seed + j``.
-
-        So that each sample's random draws belong to it alone, whatever the engine schedules beside it: with one
-        seeded ``n > 1`` request the vLLM lane's same-seed tests were not reproducible on a loaded machine (this
-        module's 0.1 code included). The prefix cache still shares the prompt's KV between the N requests."""
-        from vllm import SamplingParams as VSamplingParams
-
-        expanded, inputs = [], []
-        for prompt, sp in zip(prompts, params):
-            for j in range(per_chat):
-                expanded.append(VSamplingParams(
-                    n=1, max_tokens=sp.max_tokens, stop=sp.stop or None, stop_token_ids=sp.stop_token_ids or None,
-                    skip_special_tokens=sp.skip_special_tokens, temperature=sp.temperature, top_p=sp.top_p,
-                    top_k=sp.top_k, seed=None if sp.seed is None else (int(sp.seed) + j) & 0x7FFFFFFF,
-                    output_kind=sp.output_kind))
-                inputs.append(prompt)
+        """Seeded sampling with N > 1 as N requests of one sample each (:func:`.vllm_sampling.one_sample_each`)."""
+        inputs = [prompt for prompt in prompts for _ in range(per_chat)]
+        expanded = one_sample_each(params, per_chat)
         outputs = self._run_requests(inputs, expanded, role)
         return [[self.completion(o.outputs[0].text, len(prompt), len(o.outputs[0].token_ids))
                  for o in outputs[i * per_chat:(i + 1) * per_chat]] for i, prompt in enumerate(prompts)]
@@ -523,10 +406,6 @@ class VLLMPolicy(LocalPolicy["VLLMPolicy.Params"]):
             shutil.rmtree(self._merge_root, ignore_errors=True)
             self._merge_root = None
         gc.collect()
-
-
-VLLMParams = VLLMPolicy.Params
-"""The name older code imports (the parameters are declared in the class)."""
 
 
 @hookimpl

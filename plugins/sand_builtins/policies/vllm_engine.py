@@ -6,9 +6,14 @@ module imports (and the component registers) without it.
 
 from __future__ import annotations
 
+import gc
+import json
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
+from sand_builtins.models import ADAPTER_CONFIG
 from sand_framework.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
@@ -77,3 +82,33 @@ def shutdown(llm: Any) -> None:
             return
         except Exception:  # noqa: BLE001
             log.debug("vLLM shutdown failed", exc_info=True)
+
+
+def check_adapter_rank(path: Path, max_rank: int) -> None:
+    """A :class:`ModelUnavailable` when the adapter at ``path`` has a LoRA rank the engine was not started for."""
+    try:
+        rank = int(json.loads((path / ADAPTER_CONFIG).read_text()).get("r", 0))
+    except (OSError, ValueError) as exc:
+        raise ModelUnavailable(f"unreadable adapter config in {path}: {exc}") from exc
+    if rank > max_rank:
+        raise ModelUnavailable(f"adapter {path} has LoRA rank {rank} > max_lora_rank={max_rank}; "
+                               "raise policy.max_lora_rank or use policy.lora_mode=merge")
+
+
+def merge_adapter(base_path: str, adapter: Path, out: Path, dtype_name: str, tokenizer: Any) -> Path:
+    """``adapter`` merged into the base weights with peft and saved with ``tokenizer`` as a model folder ``out``
+    (``lora_mode: merge``: a full model the agent's engine loads)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    dtype = torch.float32 if dtype_name in ("auto", "float32") else getattr(torch, dtype_name)
+    base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
+    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    merged.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    del base, merged
+    gc.collect()
+    log.info("merged %s into %s in %.1fs", adapter, out, time.perf_counter() - start)
+    return out

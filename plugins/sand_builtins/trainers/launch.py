@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sand_framework.components import TrainRequest
+from sand_framework.components import PreferenceTrainRequest, TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_framework.errors import SandError
 from sand_framework.types import PreferencePair, Trajectory
@@ -93,26 +93,33 @@ def trainer_path(cls: type) -> str:
     return path
 
 
-def write_request(request: TrainRequest, params: Any, path: Path, trainer: type) -> None:
+def write_request(request: TrainRequest | PreferenceTrainRequest, params: Any, path: Path, trainer: type) -> None:
     req = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
-    req["trajectories"] = [t.to_dict() for t in request.trajectories]
-    req["pairs"] = [p.to_dict() for p in request.pairs]
-    body = {"trainer": trainer_path(trainer), "params": dataclasses.asdict(params), "request": req}
+    if isinstance(request, PreferenceTrainRequest):
+        req["pairs"] = [p.to_dict() for p in request.pairs]
+    else:
+        req["trajectories"] = [t.to_dict() for t in request.trajectories]
+        req.pop("pairs", None), req.pop("reference_weights", None)  # deprecated on an SFT request
+    kind = "preference" if isinstance(request, PreferenceTrainRequest) else "sft"
+    body = {"trainer": trainer_path(trainer), "params": dataclasses.asdict(params), "request": req, "kind": kind}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(body))
     os.replace(tmp, path)
 
 
-def read_request(path: Path) -> tuple[type, dict[str, Any], TrainRequest]:
+def read_request(path: Path) -> tuple[type, dict[str, Any], TrainRequest | PreferenceTrainRequest]:
     """(the trainer class, its raw params, the request) a rank rebuilds from ``path``."""
     body = json.loads(Path(path).read_text())
     req = dict(body["request"])
+    cls = trainer_class(body.get("trainer", DEFAULT_TRAINER))
+    if body.get("kind") == "preference":
+        req["pairs"] = [PreferencePair.from_dict(p) for p in req["pairs"]]
+        return cls, body["params"], PreferenceTrainRequest(**req)
     req["trajectories"] = [Trajectory.from_dict(t) for t in req.get("trajectories", [])]
-    req["pairs"] = [PreferencePair.from_dict(p) for p in req.get("pairs", [])]
-    return trainer_class(body.get("trainer", DEFAULT_TRAINER)), body["params"], TrainRequest(**req)
+    return cls, body["params"], TrainRequest(**req)
 
 
-def launch(request: TrainRequest, params: Any, trainer: type) -> None:
+def launch(request: TrainRequest | PreferenceTrainRequest, params: Any, trainer: type) -> None:
     """Run ``trainer``'s stage in ``params.launch.num_processes`` processes and wait for them."""
     out = Path(request.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ from annotated_types import Ge, Gt, Interval
 
 from sand_framework.accelerator import hand_back
 from sand_framework.chat_format import ChatFormat, has_tokenizer
-from sand_framework.components import TrainRequest
+from sand_framework.components import PreferenceTrainRequest, TrainRequest
 from sand_framework.cpu_threads import cpu_threads
 from sand_framework.config.paramdoc import CHECKPOINTS, LOGGING, THREADS
 from sand_framework.logs import adopt_library_loggers
@@ -53,6 +53,10 @@ from sand_builtins.trainers.launch import LaunchParams
 from sand_builtins.trainers.loading import optimizer_steps, warmup_steps
 from sand_builtins.trainers.progress import RichProgress, SaveAndStop, quiet
 from sand_builtins.trainers.trackers import parse_trackers, tracker_problems
+
+
+StageRequest = TrainRequest | PreferenceTrainRequest
+"""What a stage trains on: trajectories (``trl_sft``) or pairs (``trl_dpo``)."""
 
 MAX_BATCH = 65536
 """Largest effective batch (examples per optimizer step) a trainer accepts: more is a typo, not a setting."""
@@ -161,7 +165,7 @@ class TrlStage:
         self.loading: Any = None
         """How the last :meth:`build` loaded the model (:class:`~sand_builtins.trainers.loading.LoadingMode`)."""
 
-    def build(self, request: TrainRequest) -> Any:
+    def build(self, request: StageRequest) -> Any:
         """The configured TRL trainer for ``request`` (not yet trained)."""
         raise NotImplementedError
 
@@ -236,7 +240,7 @@ class TrlStage:
                           lora_dropout=self.params.lora_dropout, target_modules=targets, bias="none",
                           task_type="CAUSAL_LM")
 
-    def _prepare(self, request: TrainRequest) -> Path:
+    def _prepare(self, request: StageRequest) -> Path:
         """The stage's folder (made), torch threads and seed set, ``self.chat_format`` loaded with a pad token."""
         import torch
         from transformers import set_seed
@@ -252,7 +256,7 @@ class TrlStage:
             tokenizer.pad_token = tokenizer.eos_token
         return out
 
-    def _arguments(self, request: TrainRequest, examples: int, progress: str, use_cuda: bool,
+    def _arguments(self, request: StageRequest, examples: int, progress: str, use_cuda: bool,
                    bf16: bool) -> tuple[dict[str, Any], list[Any]]:
         """(the ``TrainingArguments`` keywords both configs share, the callbacks) for ``examples`` rows.
 
@@ -303,7 +307,7 @@ class TrlStage:
 
     # ------------------------------------------------------------------ train
 
-    def train(self, request: TrainRequest) -> str:
+    def train(self, request: StageRequest) -> str:
         final = Path(request.output_dir) / "final"
         if final.is_dir():
             return str(final)
@@ -312,7 +316,7 @@ class TrlStage:
             return str(final)
         return self.train_in_process(request)
 
-    def train_in_process(self, request: TrainRequest) -> str:
+    def train_in_process(self, request: StageRequest) -> str:
         """Train in this process: alone, or as one rank of ``accelerate launch`` (every rank runs this)."""
         import torch
 
@@ -341,7 +345,7 @@ class TrlStage:
             release_memory()
         return str(final)
 
-    def _write_final(self, trainer: Any, result: Any, request: TrainRequest, wall: float, resume: str | None) -> None:
+    def _write_final(self, trainer: Any, result: Any, request: StageRequest, wall: float, resume: str | None) -> None:
         """``final/`` (weights, tokenizer, chat format, written into ``final.tmp`` and renamed), the summary, and
         ``checkpoints/`` deleted unless kept; every rank calls it."""
         out = Path(request.output_dir)
@@ -366,11 +370,11 @@ class TrlStage:
         """
         trainer.save_model(str(folder))
 
-    def _stage_facts(self, trainer: Any, request: TrainRequest, wall: float) -> dict[str, Any]:
+    def _stage_facts(self, trainer: Any, request: StageRequest, wall: float) -> dict[str, Any]:
         """The summary's entries between the losses and the model: wall time and rows trained on at least."""
         return {"wall_seconds": wall, "examples": len(trainer.train_dataset)}
 
-    def _summary(self, trainer: Any, result: Any, request: TrainRequest, wall: float,
+    def _summary(self, trainer: Any, result: Any, request: StageRequest, wall: float,
                  resumed: str | None) -> dict[str, Any]:
         """``training_summary.json``: steps and losses, :meth:`_stage_facts`, the model, cut rows, resume, loading."""
         losses = logged(trainer, "loss")

@@ -58,7 +58,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from annotated_types import Ge, Gt, Interval, MinLen
 
 from sand_framework import hookimpl
-from sand_framework.components import PreferenceTrainer, TrainRequest
+from sand_framework.components import PreferenceTrainer, PreferenceTrainRequest, TrainRequest
 from sand_framework.errors import TrainingInputError
 from sand_builtins.models import is_adapter
 from sand_builtins.trainers.dpo_data import MaskedPreferenceCollator, build_dataset
@@ -130,6 +130,10 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
     description: ClassVar[str] = ("DPO (TRL DPOTrainer) on preference pairs, loss on assistant replies only, "
                                   "LoRA or full, optional SFT term on the chosen side")
     summary_unit: ClassVar[str] = "pairs"
+
+    def train(self, request: PreferenceTrainRequest | TrainRequest) -> str:
+        """As :meth:`TrlStage.train`; a 0.3.4-style ``TrainRequest`` with pairs is taken as its preference request."""
+        return super().train(PreferenceTrainRequest.of(request))
 
     @dataclass
     class Params(StageParams):
@@ -205,7 +209,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         (:func:`~sand_builtins.trainers.loading.broadcast_from_rank0`: TRL never broadcasts a reference)."""
         return broadcast_from_rank0(cls._load_full(weights, base_model, dtype))
 
-    def _load_models(self, request: TrainRequest, dtype) -> tuple[Any, Any, Any, str | None]:
+    def _load_models(self, request: PreferenceTrainRequest, dtype) -> tuple[Any, Any, Any, str | None]:
         """(policy model, explicit ref_model or None, peft_config or None, reference adapter to load or None)."""
         from transformers import AutoModelForCausalLM
 
@@ -254,7 +258,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         self.reference = f"ref_model loaded from {ref} (a full model)"
         return model, self._load_reference(ref, base_model, dtype), config, None
 
-    def build(self, request: TrainRequest):
+    def build(self, request: PreferenceTrainRequest):
         """The configured TRL DPO trainer for ``request`` (not yet trained)."""
         from trl import DPOConfig
 
@@ -301,7 +305,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         self._place_reference(trainer, ref_adapter, request)
         return trainer
 
-    def _place_reference(self, trainer, ref_adapter: str | None, request: TrainRequest) -> None:
+    def _place_reference(self, trainer, ref_adapter: str | None, request: PreferenceTrainRequest) -> None:
         """Make the PEFT model's ``ref`` adapter what :meth:`_load_models` decided (TRL copies the init adapter
         into ``ref`` whenever it is handed a PEFT model and no ref_model)."""
         from accelerate.utils import is_peft_model
@@ -348,7 +352,7 @@ class DpoTrainer(TrlStage, PreferenceTrainer["DpoTrainer.Params"]):
         merged.save_pretrained(str(folder))
         del model, merged
 
-    def _stage_facts(self, trainer, request: TrainRequest, wall: float) -> dict[str, Any]:
+    def _stage_facts(self, trainer, request: PreferenceTrainRequest, wall: float) -> dict[str, Any]:
         """Reward accuracy and margins as TRL logs them, the pairs, and the iteration's settings and reference."""
         accuracies, margins = logged(trainer, "rewards/accuracies"), logged(trainer, "rewards/margins")
         return {
