@@ -22,7 +22,7 @@ from bad_inputs import CASES, Unsupported  # noqa: E402
 HEADER = """# Bad input and what you see
 
 Every row was produced by running the command through the real `sand` CLI
-(`scripts/bad_inputs_doc.py`; `tests/test_bad_inputs.py` checks the same cases on
+(`scripts/bad_inputs_doc.py`; `tests/cli/test_bad_inputs.py` checks the same cases on
 every test run: the exit code, the message, and that no traceback is printed).
 `{tmp}` is a scratch folder. Exit codes: 2 = fix the recipe/input, 3 = run
 directory problem, 4 = an environment or model is not installed / not found, 5 = environment workers
@@ -31,27 +31,27 @@ the end of this page), 130 / 143 = `sand run` stopped by SIGINT / SIGTERM (resum
 
 Model output is never a reason to stop: malformed replies (no `Action:`, empty,
 huge, binary) are invalid actions, counted in `invalid_actions_per_task`; see
-`tests/test_formats.py` (property-based with hypothesis: the Thought/Action parser on random text, the ShareGPT reader on random and truncated files).
+`tests/core/test_formats.py` (property-based with hypothesis: the Thought/Action parser on random text, the ShareGPT reader on random and truncated files).
 """
 
 FOOTER = """## Faults during a run (tested, not in the table above)
 
 | fault | what you see | test |
 |---|---|---|
-| the disk of the run directory fills up | exit 6: `no space left on the disk of RUN (...). Every unit finished before is kept; free some space (df -h RUN) and continue with sand run --resume RUN` | `tests/test_disk_full.py` (a real 320 KiB tmpfs, then remounted larger and resumed) |
-| `kill -TERM` / Ctrl-C while the training or synthesis stage runs (as soon as its first unit is logged) | exit 143 / 130 and `stopped by SIGTERM during STAGE: every finished unit is kept, the one in progress is redone; continue with sand run --resume RUN` on the console and in `RUN/run.log`; the lock is released, no process the run started (environment workers, JVMs) is left, and the resume finishes with every unit written once; a stop while the trainer steps waits for the step in progress, saves it as a checkpoint and resumes from it (the same weights as an unbroken run) | `tests/test_graceful_stop.py`; the checkpoint: `tests/test_trainer_trl.py` |
-| a finished stage's weights changed, or a plugin's version | `--resume` is refused (exit 3) naming the stage that read them and what differs, with the `--redo-from` command | `tests/test_resume_fingerprints.py` |
-| an exported run (`sand sweep --export`: results, no weights) resumed where a stage it has still to compute reads its SFT start | `--resume` is refused (exit 3) before any stage: the stage that reads the start, the start's weights not in the run, and the command that trains them again keeping every result, `sand run --resume RUN --rebuild-weights`, then resume (a run whose remaining stages read no absent weights goes on without them) | `tests/test_sweep.py` |
-| `kill -9` at any moment | nothing; `sand run --resume RUN` finishes with the same artifacts | `tests/test_fault_injection.py` |
-| an environment worker dies or hangs | nothing; the worker is restarted, its episodes replayed, counted in `metrics.json` (`env_faults_survived`, `env_hangs`) | `tests/test_executors.py` |
-| an environment keeps hanging | exit 5: `env worker(s) [...] kept dying or hanging (...): the environment itself is failing; the run can be resumed once it is fixed` | `tests/test_executors.py` |
-| the vLLM engine's process dies (the kernel's OOM killer took its worker) | exit 5: `the policy's inference engine stopped: its process died (EngineDeadError). The usual cause is memory: the kernel's OOM killer (dmesg \\| grep -i oom); run fewer processes at once or lower policy.kv_cache_space_gb. Every unit finished before is kept; continue with sand run --resume RUN` (`sand eval`: the `sand eval … -o OUT` command that continues it); `RUN/run.log` keeps the engine's own error | `tests/test_cli_logging.py`; a real engine with its processes killed: `tests/test_policy_vllm.py` (vLLM lane) |
-| an OpenAI-compatible server errors or times out | retried with backoff; a server that stays down stops the run with the endpoint named, resumable | `tests/test_policy_openai.py` |
-| a unit-log line torn or damaged anywhere (a middle line, a damaged unit id), even in a stage already recorded done | that unit is redone on `--resume` and the stage's outputs rewritten; nothing is dropped (the checksum covers the unit id and its payload) | `tests/test_run_integrity.py`, `tests/test_store.py` |
-| a stage that would finish on no input (the expert reached the goal on no task, an empty data file) | exit 2 naming the cause; the stage is not recorded as done, so a resume redoes it once the input is fixed | `tests/test_run_integrity.py` |
-| a run directory copied or moved elsewhere | it uses its own weights: `state.json` stores paths inside the run relative to it (`./weights/iter0/final`); older runs' absolute paths are mapped into the copy | `tests/test_run_integrity.py` |
-| files written atomically (`state.json`, `metrics.json`, `recipe.yaml`, ShareGPT outputs) | they get the permissions of the umask like the unit logs (0644 with umask 022); a rewritten file keeps its mode | `tests/test_store.py` |
-| any recipe tree and overrides (random, hostile values) | `sand validate` exits 0 or 2, never a traceback, in well under 10 s | `tests/test_validate_fuzz.py` (property-based, hypothesis) |
+| the disk of the run directory fills up | exit 6: `no space left on the disk of RUN (...). Every unit finished before is kept; free some space (df -h RUN) and continue with sand run --resume RUN` | `tests/engine/test_disk_full.py` (a real 320 KiB tmpfs, then remounted larger and resumed) |
+| `kill -TERM` / Ctrl-C while the training or synthesis stage runs (as soon as its first unit is logged) | exit 143 / 130 and `stopped by SIGTERM during STAGE: every finished unit is kept, the one in progress is redone; continue with sand run --resume RUN` on the console and in `RUN/run.log`; the lock is released, no process the run started (environment workers, JVMs) is left, and the resume finishes with every unit written once; a stop while the trainer steps waits for the step in progress, saves it as a checkpoint and resumes from it (the same weights as an unbroken run) | `tests/engine/test_graceful_stop.py`; the checkpoint: `tests/components/test_trainer_trl.py` |
+| a finished stage's weights changed, or a plugin's version | `--resume` is refused (exit 3) naming the stage that read them and what differs, with the `--redo-from` command | `tests/engine/test_resume_fingerprints.py` |
+| an exported run (`sand sweep --export`: results, no weights) resumed where a stage it has still to compute reads its SFT start | `--resume` is refused (exit 3) before any stage: the stage that reads the start, the start's weights not in the run, and the command that trains them again keeping every result, `sand run --resume RUN --rebuild-weights`, then resume (a run whose remaining stages read no absent weights goes on without them) | `tests/cli/test_sweep.py` |
+| `kill -9` at any moment | nothing; `sand run --resume RUN` finishes with the same artifacts | `tests/engine/test_fault_injection.py` |
+| an environment worker dies or hangs | nothing; the worker is restarted, its episodes replayed, counted in `metrics.json` (`env_faults_survived`, `env_hangs`) | `tests/components/test_executors.py` |
+| an environment keeps hanging | exit 5: `env worker(s) [...] kept dying or hanging (...): the environment itself is failing; the run can be resumed once it is fixed` | `tests/components/test_executors.py` |
+| the vLLM engine's process dies (the kernel's OOM killer took its worker) | exit 5: `the policy's inference engine stopped: its process died (EngineDeadError). The usual cause is memory: the kernel's OOM killer (dmesg \\| grep -i oom); run fewer processes at once or lower policy.kv_cache_space_gb. Every unit finished before is kept; continue with sand run --resume RUN` (`sand eval`: the `sand eval … -o OUT` command that continues it); `RUN/run.log` keeps the engine's own error | `tests/cli/test_cli_logging.py`; a real engine with its processes killed: `tests/vllm/test_policy_vllm.py` (vLLM lane) |
+| an OpenAI-compatible server errors or times out | retried with backoff; a server that stays down stops the run with the endpoint named, resumable | `tests/vllm/test_policy_openai.py` |
+| a unit-log line torn or damaged anywhere (a middle line, a damaged unit id), even in a stage already recorded done | that unit is redone on `--resume` and the stage's outputs rewritten; nothing is dropped (the checksum covers the unit id and its payload) | `tests/engine/test_run_integrity.py`, `tests/core/test_store.py` |
+| a stage that would finish on no input (the expert reached the goal on no task, an empty data file) | exit 2 naming the cause; the stage is not recorded as done, so a resume redoes it once the input is fixed | `tests/engine/test_run_integrity.py` |
+| a run directory copied or moved elsewhere | it uses its own weights: `state.json` stores paths inside the run relative to it (`./weights/iter0/final`); older runs' absolute paths are mapped into the copy | `tests/engine/test_run_integrity.py` |
+| files written atomically (`state.json`, `metrics.json`, `recipe.yaml`, ShareGPT outputs) | they get the permissions of the umask like the unit logs (0644 with umask 022); a rewritten file keeps its mode | `tests/core/test_store.py` |
+| any recipe tree and overrides (random, hostile values) | `sand validate` exits 0 or 2, never a traceback, in well under 10 s | `tests/core/test_validate_fuzz.py` (property-based, hypothesis) |
 | a failure no check anticipated (a bug in SAND or a plugin) | exit 1 with one line; the traceback is saved to a file it names (`SAND_DEBUG=1` prints it instead) | |
 """
 

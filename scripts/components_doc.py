@@ -1,6 +1,6 @@
 """Write docs/components.md: every built-in component's parameters, from their ``Params`` declarations.
 
-    .venv/bin/python scripts/components_doc.py          (a second; tests/test_cli_components.py checks it is current)
+    .venv/bin/python scripts/components_doc.py          (a second; tests/cli/test_cli_components.py checks it is current)
 
 Each parameter is declared once, in its component's ``Params`` (type, default,
 range or choices, help: see "Declaring a parameter" in docs/writing-plugins.md);

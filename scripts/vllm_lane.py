@@ -3,7 +3,7 @@
 CI runs only ``scripts/test.sh``, which has no vLLM. So that the vLLM lane cannot rot unnoticed,
 ``scripts/test_vllm.sh`` records in ``.ci/vllm-lane.json`` -- only when every selected test passed, none skipped --
 the tests it ran and the sha256 of every file the lane depends on (``INPUTS``). The default suite
-(``tests/test_packaging.py``) fails when one of those files changed since, or when the tests marked ``vllm`` are
+(``tests/core/test_packaging.py``) fails when one of those files changed since, or when the tests marked ``vllm`` are
 no longer the ones recorded: then run ``bash scripts/test_vllm.sh`` (about 20 min on 2 cores) and commit the new
 ``.ci/vllm-lane.json`` with the change.
 
@@ -30,9 +30,9 @@ INPUTS = [
     "plugins/sand_builtins/policies/openai_client/*.py",
     "plugins/sand_builtins/policies/engine_plan.py",
     "sand_framework/rollout/asynchronous.py",
-    "tests/test_policy_vllm.py",
-    "tests/test_policy_openai.py",
-    "tests/test_async_vllm.py",
+    "tests/vllm/test_policy_vllm.py",
+    "tests/vllm/test_policy_openai.py",
+    "tests/vllm/test_async_vllm.py",
 ]
 """Globs, relative to the repository root, of the files whose change makes the last green run stale."""
 

@@ -1,6 +1,6 @@
 """The catalogue of bad inputs a user can give `sand`, each with the exit code and message it must produce.
 
-One list feeds both ``tests/test_bad_inputs.py`` (every case runs through the
+One list feeds both ``tests/cli/test_bad_inputs.py`` (every case runs through the
 real CLI: the exit code, the message, no traceback) and
 ``scripts/bad_inputs_doc.py``, which writes ``docs/bad-inputs.md`` from the
 actual output, so the document cannot drift from what users see.
@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from run_control import PAUSE_PLUGIN  # the bad-input cases hold runs with it
 
 SAND = [sys.executable, "-m", "sand_framework.cli.main"]
-PAUSE_PLUGIN = Path(__file__).resolve().parent / "data" / "pause_plugin"
 
 SMOKE_RUN_RECIPE = """\
 extends: smoke

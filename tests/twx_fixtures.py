@@ -1,5 +1,5 @@
 """Module-scoped fixtures of a real TextWorld-Express environment and its expert trajectories, for the test modules
-that play episodes in one (tests/test_executors.py, tests/test_async_rollouts.py)::
+that play episodes in one (tests/components/test_executors.py, tests/engine/test_async_rollouts.py)::
 
     env = twx_env({"n_train": 8, "n_seen": 4, "n_unseen": 4, "max_steps": 10})
     trajs = expert_trajectories(4)
@@ -8,7 +8,7 @@ that play episodes in one (tests/test_executors.py, tests/test_async_rollouts.py
 from __future__ import annotations
 
 import pytest
-from test_synthesis import expert_trajs
+from synthesis_fixtures import expert_trajs
 
 
 def twx_env(params: dict):

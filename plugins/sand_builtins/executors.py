@@ -52,7 +52,7 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
         max_parallel: Annotated[int, Interval(ge=1, le=4096), SpeedOnly(
             "only how many episodes are positioned and played at once: an executor rollout's seed comes from its "
             "place in the call, a method's exploration's from its place in its seed group, never from its wave "
-            "(tests/test_methods.py), up to a batched forward's float rounding")] = 8
+            "(tests/engine/test_methods.py), up to a batched forward's float rounding")] = 8
         """Environments (branches) advanced together, at most 4096; more requests run in successive waves (as do a
         method's explorations on this executor's pool)."""
         rollout_mode: Annotated[Literal["lockstep", "async"], SCHEDULING] = "lockstep"

@@ -76,7 +76,7 @@ ENV_WORKERS = SpeedOnly(
 """The mark of an environment worker count or placement setting."""
 SCHEDULING = SpeedOnly(
     "only how requests are scheduled: each sampled turn carries its own seed, so the episodes are the same in "
-    "either mode and at any concurrency (tests/test_async_rollouts.py), up to a batched forward's float rounding")
+    "either mode and at any concurrency (tests/engine/test_async_rollouts.py), up to a batched forward's float rounding")
 """The mark of ``rollout_mode`` and ``max_concurrency`` (docs/scaling.md, "Asynchronous rollouts")."""
 
 

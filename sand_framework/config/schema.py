@@ -55,7 +55,7 @@ class RunSection:
     """Expert trajectories synthesized together (their model calls are batched); at most 4096."""
     batches_in_flight: Annotated[int, Interval(ge=1, le=MAX_IN_FLIGHT), SpeedOnly(
         "every batch keeps its own seed and its calls, and units are stored in input order, so a streamed build "
-        "computes the chunked build's units (tests/test_streaming.py compares them byte for byte)")] = 1
+        "computes the chunked build's units (tests/engine/test_streaming.py compares them byte for byte)")] = 1
     """Batches of ``run.synthesis_batch`` trajectories a method may have in progress at once (1: one after
     another). Above 1, SAND streams its phases: the agent engine samples and rolls out the next batch while the
     base engine critiques and synthesizes this one (a method without its own ``build_stream`` ignores it)."""

@@ -3,7 +3,7 @@
 Per-row seeded sampling (:class:`RowSeededSampler`: a row's tokens depend on its prompt and seed only), and
 prefill sharing: a prefix every prompt shares, or each whole prompt sampled k times, is run through the model once
 and its KV cache copied to the rows that share it (:func:`generate_from_common_prefix`,
-:func:`generate_shared_prefill`), which gives the tokens re-encoding would (tests/test_policy_transformers.py).
+:func:`generate_shared_prefill`), which gives the tokens re-encoding would (tests/components/test_policy_transformers.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Host RAM a training stage takes when it loads its model: the figure ``sand plan`` prints and docs/gpu.md's
-table states (``tests/test_engine_plan.py`` holds the doc to :func:`load_host_ram`).
+table states (``tests/components/test_engine_plan.py`` holds the doc to :func:`load_host_ram`).
 
 Why a function: under ``accelerate launch`` with FSDP's cpu-RAM-efficient
 loading, local rank 0 reads the weights and transformers 5 gives every other

@@ -98,7 +98,7 @@ def _sand_dpo_trainer_class():
     (TRL skips its own tokenization only for vision datasets; SFTConfig's ``dataset_kwargs.skip_prepare_dataset``
     has no DPO counterpart), ``_set_signature_columns_if_needed`` (the columns our collator reads, not those of
     TRL's tokenization) and ``_save`` (it writes checkpoints too, and no callback runs between a checkpoint's
-    files and the moment a resume can find them). ``tests/test_trainer_dpo.py`` trains through all three.
+    files and the moment a resume can find them). ``tests/components/test_trainer_dpo.py`` trains through all three.
     """
     from trl import DPOTrainer
 

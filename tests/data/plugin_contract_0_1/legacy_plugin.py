@@ -3,7 +3,7 @@
 Its observers take ``context`` (0.1's name of the lifecycle argument, the live run context then, renamed
 ``run`` in 0.2) and read what 0.1's docs offered (``context.run_dir.path``, ``context.recipe.run.name``). Under
 0.2 it must load with a DeprecationWarning naming ``run``, keep its detector, and have its observers called
-(tests/test_contract.py). Each observer appends one JSON line to ``$LEGACY_OBSERVER_LOG``.
+(tests/core/test_contract.py). Each observer appends one JSON line to ``$LEGACY_OBSERVER_LOG``.
 """
 
 from __future__ import annotations

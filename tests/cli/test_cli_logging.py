@@ -1,0 +1,204 @@
+"""Log records reach stderr at ``--log-level`` and the run directory's ``run.log``, plugins' included.
+
+A real tiny run (the smoke recipe cut to one SFT stage) with a plugin whose
+``sand_run_start`` hook logs at every level and calls ``warnings.warn``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import sand_cli
+from click.testing import CliRunner
+
+from sand_framework.cli.main import main
+from sand_framework.logs import LEVELS
+
+SAND = sand_cli.SAND
+TINY = ["smoke", "run.iterations=0", "data.limit=1", "trainer.max_steps=1", "eval.limit=1", "eval.splits=[unseen]",
+        "eval.models=[sft]"]
+PLUGIN = '''
+import logging
+import warnings
+
+from sand_framework import hookimpl
+
+log = logging.getLogger("chatty_plugin")
+
+
+@hookimpl
+def sand_run_start(run):
+    log.debug("chatty: debug record")
+    log.info("chatty: info record")
+    log.warning("chatty: warning record")
+    warnings.warn("chatty: warnings.warn call")
+    logging.getLogger("transformers.modeling_utils").warning("chatty: a library's warning")
+
+
+@hookimpl
+def sand_stage_end(run, stage, summary):
+    raise RuntimeError("chatty: observer broke")
+'''
+
+
+def sand(*args: str) -> subprocess.CompletedProcess:
+    return sand_cli.sand(*args, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plugins")
+    (folder / "chatty.py").write_text(PLUGIN)
+    return folder
+
+
+def test_plugin_records_reach_stderr_and_run_log_and_resume_appends(plugin_dir, tmp_path):
+    run = tmp_path / "run"
+    first = sand("run", *TINY, "--run-dir", str(run), "--plugins-dir", str(plugin_dir))
+    assert "warning: chatty: warning record" in first.stderr
+    assert "chatty: warnings.warn call" in first.stderr
+    assert "chatty: info record" not in first.stderr and "chatty: debug record" not in first.stderr
+    log = (run / "run.log").read_text()
+    assert "WARNING chatty_plugin: chatty: warning record" in log
+    assert "chatty: warnings.warn call" in log
+    assert "chatty: observer broke" in first.stderr and "chatty: observer broke" in log  # reported, run goes on
+    assert "INFO chatty_plugin: chatty: info record" in log  # run.log keeps info at the default level
+    assert "chatty: debug record" not in log
+    # One voice: libraries' bars, TRL's metric dicts and library warnings stay off the console; run.log has them.
+    assert "Loading weights" not in first.stderr + first.stdout and "{'loss'" not in first.stderr + first.stdout
+    assert "Truncating train dataset" not in first.stderr
+    assert "a library's warning" not in first.stderr and "WARNING transformers.modeling_utils: chatty: a library" in log
+    assert "sand_builtins.trainers.progress: train iter0 step 1/1: loss" in log
+
+    state = json.loads((run / "state.json").read_text())  # a stage computed by another version of its plugin
+    plugin = next(iter(state["fingerprints"]["train/iter0"]["plugins"]))
+    state["fingerprints"]["train/iter0"]["plugins"][plugin] = "0.0.1"
+    (run / "state.json").write_text(json.dumps(state))
+    again = sand("--log-level", "debug", "run", "--resume", str(run))
+    assert again.stderr.count("plugins changed version since") == 1, again.stderr  # said once, not echoed
+    assert "chatty: a library's warning" in again.stderr  # info or debug: the libraries speak too
+    assert "debug: chatty: debug record" in again.stderr and "info: chatty: info record" in again.stderr
+    log2 = (run / "run.log").read_text()
+    assert log2.startswith(log), "a resume appends to run.log"
+    assert log2.count("chatty: warning record") == 2 and "DEBUG chatty_plugin: chatty: debug record" in log2
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(how):
+    args, env = (["--log-level", "loud", "plugins"], {}) if how == "option" else (["plugins"],
+                                                                                  {"SAND_LOG_LEVEL": "loud"})
+    res = CliRunner(env=env).invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert "'loud' is not one of" in res.output and all(f"'{level}'" in res.output for level in LEVELS)
+
+
+def test_log_level_is_case_insensitive():
+    assert CliRunner().invoke(main, ["--log-level", "WARNING", "plugins"]).exit_code == 0
+
+
+def test_the_error_that_stops_a_run_is_in_its_run_log(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("\x01garbage")
+    run = tmp_path / "run"
+    proc = subprocess.run([*SAND, "run", "smoke", f"model.base={tmp_path / 'model'}", "--run-dir", str(run)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    log = (run / "run.log").read_text()
+    assert "ERROR sand_framework.logs: the run stopped: ModelUnavailable" in log and "Traceback" in log
+
+
+def test_sand_eval_keeps_a_run_log_in_its_output_folder(tmp_path):
+    """``sand eval`` writes ``OUT/run.log`` as a run does, with the error that stopped it."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("\x01garbage")
+    out = tmp_path / "eval"
+    proc = subprocess.run([*SAND, "eval", str(tmp_path / "model"), "--recipe", "smoke", "--limit", "1",
+                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    log = (out / "run.log").read_text()
+    assert "ERROR sand_framework.logs: the run stopped: ModelUnavailable" in log and "Traceback" in log
+
+
+def test_chatty_libraries_stay_out_of_run_log_unless_debugging():
+    """py4j logs two info lines per JVM gateway (one per env worker) and httpx one per request: not at info."""
+    import logging
+
+    from sand_framework.logs import CHATTY_LIBRARIES, configure
+
+    try:
+        configure("warning")
+        assert logging.getLogger("sand_framework.engine").isEnabledFor(logging.INFO)  # run.log keeps SAND's info
+        assert not any(logging.getLogger(f"{n}.sub").isEnabledFor(logging.INFO) for n in CHATTY_LIBRARIES)
+        assert logging.getLogger("py4j.java_gateway").isEnabledFor(logging.WARNING)
+        configure("debug")
+        assert all(logging.getLogger(f"{n}.sub").isEnabledFor(logging.DEBUG) for n in CHATTY_LIBRARIES)
+    finally:
+        configure()
+
+
+DYING_POLICY = '''
+from sand_framework import hookimpl
+from sand_builtins.policies.transformers_backend import TransformersPolicy
+
+
+class EngineDeadError(RuntimeError):
+    """Named as vLLM's: raised by its client once the engine process is gone."""
+
+
+class DyingPolicy(TransformersPolicy):
+    name = "dying_engine"
+    description = "test policy whose engine dies at the first generation"
+
+    def generate(self, chats, sampling, role="agent"):
+        raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+
+@hookimpl
+def sand_register_policies(register):
+    register(DyingPolicy)
+'''
+
+
+@pytest.fixture
+def dying_engine_plugins(tmp_path):
+    """A plugin folder registering ``dying_engine``, a policy whose engine is gone at its first generation."""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "dying.py").write_text(DYING_POLICY)
+    return folder
+
+
+def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path, dying_engine_plugins):
+    """vLLM's worker OOM-killed mid-evaluation ended a sweep run with 'This is a bug in SAND'; it is exit 5 with
+    the likely cause and the resume command, and run.log keeps the engine's own error. (The vLLM lane checks that
+    a real engine whose process is killed raises an error this recognises: tests/vllm/test_policy_vllm.py.)"""
+    run = tmp_path / "run"
+    proc = subprocess.run([*SAND, "run", *TINY, "policy.name=dying_engine", "--run-dir", str(run),
+                           "--plugins-dir", str(dying_engine_plugins)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
+        proc.stderr[-3000:]
+    assert "inference engine stopped: its process died (EngineDeadError)" in proc.stderr
+    assert "OOM" in proc.stderr and f"sand run --resume {run}" in proc.stderr
+    assert "the run stopped: EngineDeadError" in (run / "run.log").read_text()
+    assert "train/iter0" in (run / "state.json").read_text(), "the SFT stage before it is kept"
+
+
+def test_sand_eval_with_a_dead_engine_is_exit_5_with_the_command_that_continues_it(tmp_path,
+                                                                                    dying_engine_plugins):
+    """`sand eval` stopped by a dead engine said 'This is a bug in SAND' (only `sand run` translated it); it now
+    gives the same exit 5 and cause, and the `sand eval` command that continues into the same folder."""
+    out = tmp_path / "ev"
+    proc = subprocess.run([*SAND, "eval", "tiny-random", "--recipe", "smoke", "policy.name=dying_engine",
+                           "--split", "unseen", "--limit", "1", "-o", str(out),
+                           "--plugins-dir", str(dying_engine_plugins)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
+        proc.stderr[-3000:]
+    assert "inference engine stopped: its process died (EngineDeadError)" in proc.stderr
+    flat = " ".join(proc.stderr.split())  # rich wraps long lines
+    assert (f"sand eval tiny-random --recipe smoke --split unseen --limit 1 policy.name=dying_engine -o {out} "
+            "--label tiny-random") in flat, flat[-1500:]
+    assert "EngineDeadError" in (out / "run.log").read_text()
