@@ -15,16 +15,19 @@ One voice on the console: the libraries SAND drives (transformers, datasets,
 TRL, torch, vLLM ...) speak there only at error level unless ``--log-level``
 asks for info or debug; their records go to ``run.log`` whatever the level.
 Their progress bars are off (:data:`QUIET_LIBRARY_ENV`, inherited by every
-process a run starts), and the trainers log TRL's per-step metrics as records
+process a run starts), vLLM's records (its engine processes' too) go to ``run.log`` through its own logging
+set-up file (:data:`VLLM_CONFIG_VAR`), and the trainers log TRL's per-step metrics as records
 (``run.log``) instead of printing them: what the console shows is SAND's own
 progress and a line per stage.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -178,6 +181,30 @@ class _RunLogHandler(logging.FileHandler):
         pass
 
 
+VLLM_CONFIG_VAR = "VLLM_LOGGING_CONFIG_PATH"
+"""vLLM's logging set-up file: vLLM configures its logger itself, in the run's process and in every engine process
+it starts (printing to stdout, not through the root logger), so a run points it at ``run.log`` this way."""
+
+
+def _route_vllm_to(path: Path) -> Path | None:
+    """Have vLLM's records (every process) appended to ``path`` instead of printed, unless the console level is
+    info or debug (the libraries then speak on the console) or the user set vLLM's logging up; returns the
+    config file made (removed when the run ends)."""
+    if console_level() in ("debug", "info") or VLLM_CONFIG_VAR in os.environ \
+            or os.environ.get("VLLM_CONFIGURE_LOGGING", "1") == "0":
+        return None
+    config = {"version": 1, "disable_existing_loggers": False,
+              "formatters": {"sand": {"format": RUN_LOG_FORMAT}},
+              "handlers": {"run_log": {"class": f"{__name__}._RunLogHandler", "filename": str(Path(path).resolve()),
+                                       "mode": "a", "encoding": "utf-8", "formatter": "sand", "level": "INFO"}},
+              "loggers": {"vllm": {"handlers": ["run_log"], "level": "INFO", "propagate": False}}}
+    fd, name = tempfile.mkstemp(prefix="sand-vllm-logging-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(config, out)
+    os.environ[VLLM_CONFIG_VAR] = name
+    return Path(name)
+
+
 @contextmanager
 def run_log(path: Path) -> Iterator[None]:
     """Append every record that reaches the root logger to ``path`` while the block runs (a run's ``run.log``).
@@ -186,6 +213,7 @@ def run_log(path: Path) -> Iterator[None]:
     the run stopped; only the file gets it, the command prints its own one-line message.
     """
     adopt_library_loggers()
+    vllm_config = _route_vllm_to(path)
     handler = _RunLogHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
     handler.addFilter(_QuietStops(keep=True))
@@ -203,3 +231,6 @@ def run_log(path: Path) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         handler.close()
+        if vllm_config is not None:
+            os.environ.pop(VLLM_CONFIG_VAR, None)
+            vllm_config.unlink(missing_ok=True)

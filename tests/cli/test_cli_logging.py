@@ -7,7 +7,9 @@ A real tiny run (the smoke recipe cut to one SFT stage) with a plugin whose
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +204,34 @@ def test_sand_eval_with_a_dead_engine_is_exit_5_with_the_command_that_continues_
     assert (f"sand eval tiny-random --recipe smoke --split unseen --limit 1 policy.name=dying_engine -o {out} "
             "--label tiny-random") in flat, flat[-1500:]
     assert "EngineDeadError" in (out / "run.log").read_text()
+
+
+def test_vllm_records_of_every_process_go_to_run_log_not_the_console(tmp_path, capfd, monkeypatch):
+    """vLLM sets its logger up itself (printing to stdout) in the run's process and in each engine process it
+    starts; a run hands it a set-up file that appends to run.log instead, unless the console asked for info."""
+    import logging
+    import logging.config
+
+    from sand_framework import logs
+
+    monkeypatch.delenv(logs.VLLM_CONFIG_VAR, raising=False)
+    logs.configure("warning")
+    run_log = tmp_path / "run.log"
+    with logs.run_log(run_log):
+        made = Path(os.environ[logs.VLLM_CONFIG_VAR])
+        logging.config.dictConfig(json.loads(made.read_text()))  # what vLLM does with it in each process
+        logging.getLogger("vllm.v1.engine.core").info("engine core: 42 blocks")
+    assert logs.VLLM_CONFIG_VAR not in os.environ and not made.exists()
+    vllm = logging.getLogger("vllm")
+    for h in list(vllm.handlers):
+        vllm.removeHandler(h)
+        h.close()
+    out = capfd.readouterr()
+    assert "INFO vllm.v1.engine.core: engine core: 42 blocks" in run_log.read_text()
+    assert "42 blocks" not in out.out + out.err
+    logs.configure("info")  # the libraries speak on the console at info: vLLM keeps its own set-up
+    try:
+        with logs.run_log(run_log):
+            assert logs.VLLM_CONFIG_VAR not in os.environ
+    finally:
+        logs.configure("warning")
