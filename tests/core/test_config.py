@@ -213,7 +213,9 @@ def test_huge_values_and_choices_are_refused_with_their_bound(registries):
 
 def test_every_builtin_parameter_is_declared_once_in_a_nested_params(registries):
     """One style: each built-in's Params is a dataclass nested in the component (or inherited from the class it
-    extends), every field with its help text; the constructors repeat no check."""
+    extends), or, where the settings are a long list of their own (the vllm and openai policies), declared in the
+    component's ``params`` module and named there as ``Params``; every field with its help text; the constructors
+    repeat no check."""
     import dataclasses as dc
 
     from sand_framework.components import SLOTS, NoParams
@@ -225,8 +227,10 @@ def test_every_builtin_parameter_is_declared_once_in_a_nested_params(registries)
             if not cls.__module__.startswith("sand_builtins"):
                 continue
             owner = next((k for k in cls.__mro__ if k.__dict__.get("Params") is cls.Params), None)
-            assert cls.Params is NoParams or (owner is not None and cls.Params.__qualname__ ==
-                                              f"{owner.__qualname__}.Params"), f"{kind} {name}: {cls.Params}"
+            own_module = cls.Params.__module__.rsplit(".", 1)[-1] in ("params", f"{name}_params") \
+                and owner is not None and owner.__module__.rsplit(".", 1)[0] == cls.Params.__module__.rsplit(".", 1)[0]
+            assert cls.Params is NoParams or own_module or (owner is not None and cls.Params.__qualname__ ==
+                                                            f"{owner.__qualname__}.Params"), f"{kind} {name}: {cls.Params}"
             missing = [f.name for f in dc.fields(cls.Params) if f.name not in field_help(cls.Params)]
             assert not missing, f"{kind} {name}: no help for {missing}"
 
