@@ -227,10 +227,11 @@ def test_every_builtin_parameter_is_declared_once_in_a_nested_params(registries)
             if not cls.__module__.startswith("sand_builtins"):
                 continue
             owner = next((k for k in cls.__mro__ if k.__dict__.get("Params") is cls.Params), None)
-            own_module = cls.Params.__module__.rsplit(".", 1)[-1] in ("params", f"{name}_params") \
-                and owner is not None and owner.__module__.rsplit(".", 1)[0] == cls.Params.__module__.rsplit(".", 1)[0]
-            assert cls.Params is NoParams or own_module or (owner is not None and cls.Params.__qualname__ ==
-                                                            f"{owner.__qualname__}.Params"), f"{kind} {name}: {cls.Params}"
+            package, module = cls.Params.__module__.rsplit(".", 1)
+            own_module = module in ("params", f"{name}_params") and owner is not None \
+                and owner.__module__.rsplit(".", 1)[0] == package
+            nested = owner is not None and cls.Params.__qualname__ == f"{owner.__qualname__}.Params"
+            assert cls.Params is NoParams or own_module or nested, f"{kind} {name}: {cls.Params}"
             missing = [f.name for f in dc.fields(cls.Params) if f.name not in field_help(cls.Params)]
             assert not missing, f"{kind} {name}: no help for {missing}"
 
