@@ -123,9 +123,8 @@ class Engine:
 
 def chunk_phases(shape: Shape, recipe: Recipe, agent: Engine, base: Engine, trajectories: int) -> list[list[Task]]:
     """One chunk's three phases, as tasks of the agent and base roles."""
-    steps = trajectories * shape.steps
-    deliberated = steps * shape.deliberated
-    episodes = deliberated * shape.candidates
+    counts = workload(shape, recipe, trajectories)
+    steps, deliberated, episodes = counts["expert_steps"], counts["deliberated_steps"], counts["rollouts"]
     turns = rollout_turns(shape)
     transcript = turns * (shape.agent_tokens + shape.observation_tokens)
     sample = agent.generate(steps * recipe.samples, shape.agent_tokens, steps * shape.new_prompt_tokens)
@@ -183,9 +182,10 @@ def table(scale: float = 1.0) -> list[dict]:
     return rows
 
 
-def workload(shape: Shape = Shape(), recipe: Recipe = Recipe()) -> dict:
-    """One iteration's work in the shape's terms, the counts the stage simulation is fed (for docs/gpu.md)."""
-    steps = shape.trajectories * shape.steps
+def workload(shape: Shape = Shape(), recipe: Recipe = Recipe(), trajectories: float | None = None) -> dict:
+    """The work of ``trajectories`` (default: the whole iteration's) in the shape's terms: the counts each chunk's
+    phases are simulated from (:func:`chunk_phases`), and docs/gpu.md's workload line."""
+    steps = (shape.trajectories if trajectories is None else trajectories) * shape.steps
     deliberated = steps * shape.deliberated
     rollouts = deliberated * shape.candidates
     turns = rollouts * rollout_turns(shape)

@@ -99,7 +99,8 @@ def write_request(request: TrainRequest | PreferenceTrainRequest, params: Any, p
         req["pairs"] = [p.to_dict() for p in request.pairs]
     else:
         req["trajectories"] = [t.to_dict() for t in request.trajectories]
-        req.pop("pairs", None), req.pop("reference_weights", None)  # deprecated on an SFT request
+        for deprecated in ("pairs", "reference_weights"):  # an SFT request's (0.3.4) preference fields
+            req.pop(deprecated, None)
     kind = "preference" if isinstance(request, PreferenceTrainRequest) else "sft"
     body = {"trainer": trainer_path(trainer), "params": dataclasses.asdict(params), "request": req, "kind": kind}
     tmp = path.with_suffix(".tmp")
