@@ -16,8 +16,9 @@ TRL, torch, vLLM ...) speak there only at error level unless ``--log-level``
 asks for info or debug; their records go to ``run.log`` whatever the level.
 Their progress bars are off (:data:`QUIET_LIBRARY_ENV`, inherited by every
 process a run starts), vLLM's records (its engine processes' too) go to ``run.log`` through its own logging
-set-up file (:data:`VLLM_CONFIG_VAR`), and the trainers log TRL's per-step metrics as records
-(``run.log``) instead of printing them: what the console shows is SAND's own
+set-up file (:data:`VLLM_CONFIG_VAR`), what an engine process prints outside logging (its C++ warnings, its
+load bar) goes to ``run.log`` too (:func:`children_output_to_run_log`), and the trainers log TRL's per-step
+metrics as records (``run.log``) instead of printing them: what the console shows is SAND's own
 progress and a line per stage.
 """
 
@@ -186,11 +187,16 @@ VLLM_CONFIG_VAR = "VLLM_LOGGING_CONFIG_PATH"
 it starts (printing to stdout, not through the root logger), so a run points it at ``run.log`` this way."""
 
 
+def _libraries_speak() -> bool:
+    """The console level (info, debug) at which the libraries' own output stays on the console."""
+    return console_level() in ("debug", "info")
+
+
 def _route_vllm_to(path: Path) -> Path | None:
     """Have vLLM's records (every process) appended to ``path`` instead of printed, unless the console level is
     info or debug (the libraries then speak on the console) or the user set vLLM's logging up; returns the
     config file made (removed when the run ends)."""
-    if console_level() in ("debug", "info") or VLLM_CONFIG_VAR in os.environ \
+    if _libraries_speak() or VLLM_CONFIG_VAR in os.environ \
             or os.environ.get("VLLM_CONFIGURE_LOGGING", "1") == "0":
         return None
     config = {"version": 1, "disable_existing_loggers": False,
@@ -205,6 +211,57 @@ def _route_vllm_to(path: Path) -> Path | None:
     return Path(name)
 
 
+_RUN_LOGS: list[Path] = []
+"""The ``run.log`` of every :func:`run_log` block open, innermost last."""
+
+
+@contextmanager
+def children_output_to_run_log() -> Iterator[None]:
+    """Processes started while the block runs (an inference engine's) write what they print into the open
+    ``run.log``, for their whole life, instead of onto the console.
+
+    An engine process prints outside :mod:`logging` (Triton's and torch's warnings, a C++ NUMA warning, vLLM's
+    weight-loading bar, a crashed worker's traceback), and a child inherits its file descriptors 1 and 2 when it
+    starts: so these point at ``run.log`` for the block, while this process's own ``sys.stdout``/``sys.stderr``
+    (SAND's console, its progress bars) keep writing where they did. A no-op outside a run's log, or at
+    ``--log-level info``/``debug``, where the libraries speak on the console.
+    """
+    if not _RUN_LOGS or _libraries_speak():
+        yield
+        return
+    streams = {1: "stdout", 2: "stderr"}
+    for name in streams.values():
+        getattr(sys, name).flush()
+    saved = {fd: os.dup(fd) for fd in streams}
+    replaced = {}
+    for fd, name in streams.items():  # this process's own writes keep their terminal (or file, or pipe)
+        stream = getattr(sys, name)
+        if _fileno(stream) == fd:
+            replaced[name] = stream
+            setattr(sys, name, open(saved[fd], "w", buffering=1, encoding=stream.encoding,  # noqa: SIM115
+                                    errors=stream.errors, closefd=False))
+    log_fd = os.open(_RUN_LOGS[-1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for fd in streams:
+            os.dup2(log_fd, fd)
+        yield
+    finally:
+        for fd in streams:
+            os.dup2(saved[fd], fd)
+        for name, stream in replaced.items():
+            getattr(sys, name).flush()
+            setattr(sys, name, stream)
+        for fd in (log_fd, *saved.values()):
+            os.close(fd)
+
+
+def _fileno(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return None
+
+
 @contextmanager
 def run_log(path: Path) -> Iterator[None]:
     """Append every record that reaches the root logger to ``path`` while the block runs (a run's ``run.log``).
@@ -214,6 +271,7 @@ def run_log(path: Path) -> Iterator[None]:
     """
     adopt_library_loggers()
     vllm_config = _route_vllm_to(path)
+    _RUN_LOGS.append(Path(path))
     handler = _RunLogHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(RUN_LOG_FORMAT))
     handler.addFilter(_QuietStops(keep=True))
@@ -229,6 +287,7 @@ def run_log(path: Path) -> Iterator[None]:
                                          (type(exc).__name__, exc), (type(exc), exc, exc.__traceback__)))
         raise
     finally:
+        _RUN_LOGS.pop()
         root.removeHandler(handler)
         handler.close()
         if vllm_config is not None:

@@ -347,11 +347,15 @@ class PluginSet:
 
     def resolve_model(self, ref: str, cache_dir: str) -> str:
         """A loadable path or hub id for ``model.base``: a plugin's alias, else the reference itself, checked."""
-        resolved = self.pm.hook.sand_resolve_model(ref=ref, cache_dir=cache_dir)
+        resolved = self.resolve_alias(ref, cache_dir)
         if resolved:
             return resolved
         check_model_ref(ref)
         return ref
+
+    def resolve_alias(self, ref: str, cache_dir: str) -> str | None:
+        """The model folder a plugin's alias names (built on first use), or None when ``ref`` is not an alias."""
+        return self.pm.hook.sand_resolve_model(ref=ref, cache_dir=cache_dir) or None
 
 
 def looks_local(ref: str) -> bool:

@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from sand_framework.accelerator import impossible_plans
 from sand_framework.app.fingerprint import fingerprint
 from sand_framework.app.resume_check import (
     check_resume,
@@ -30,8 +32,8 @@ from sand_framework.app.resume_check import (
 )
 from sand_framework.config import Recipe, load_recipe, validate
 from sand_framework.config.load import merge, parse_overrides, settle_swaps
-from sand_framework.config.preflight import require_packages
-from sand_framework.engine.context import RunContext
+from sand_framework.config.preflight import recipe_node, require_packages
+from sand_framework.engine.context import RunContext, cache_dir
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import DiskFullError, InferenceEngineDied, RecipeError, RunDirError, RunStopped, SandError
 from sand_framework.logs import run_log
@@ -101,6 +103,26 @@ def engine_died(exc: BaseException) -> bool:
     return any(type(e).__name__ in ENGINE_DEATHS for e in exception_chain(exc))
 
 
+_WORKER_FAILED = re.compile(r"Worker failed with error '(.+)', please check")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def engine_failure_cause(log: Path, tail: int = 400) -> str | None:
+    """The error an engine process printed before it died, from the end of ``log`` (the run's ``run.log``, where
+    engine processes print: :func:`sand_framework.logs.children_output_to_run_log`): the client's exception only
+    says "see stack trace (above)", and that trace is in another process. None when the log has none."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-tail:]
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if (failed := _WORKER_FAILED.search(line)) is not None:
+            return failed.group(1)
+        if (match := _EXCEPTION_LINE.match(line.strip())) and match.group(1).rsplit(".", 1)[-1] not in ENGINE_DEATHS:
+            return f"{match.group(1)}: {match.group(2)}"
+    return None
+
+
 def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandError | None:
     """The user's error for a run or evaluation at ``path`` stopped by its machine rather than by SAND (a full
     disk, a dead inference engine), saying how to continue (``continue_with``); None for anything else."""
@@ -109,13 +131,31 @@ def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandE
             f"no space left on the disk of {path} ({type(exc).__name__}: {str(exc)[:200]}). Every unit finished "
             f"before is kept; free some space (`df -h {path}`) and continue with `{continue_with}`")
     if engine_died(exc):
+        log = Path(path) / RunLayout.LOG
+        cause = engine_failure_cause(log)
+        said = (f"Before it died it printed: {cause[:300]} (the traceback is in {log}). If that is not the cause, "
+                "the next suspect" if cause else "The usual cause")
         return InferenceEngineDied(
-            f"the policy's inference engine stopped: its process died ({type(exc).__name__}). The usual cause is "
-            "memory: the kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once or lower "
-            "policy.kv_cache_space_gb. Another: the run was paused (SIGSTOP) longer than vLLM waits for its worker "
-            "(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s). Every unit finished before is kept; continue with "
-            f"`{continue_with}`")
+            f"the policy's inference engine stopped: its process died ({type(exc).__name__}). {said} is memory: "
+            "the kernel's OOM killer "
+            "(`dmesg | grep -i oom`); run fewer processes at once or lower policy.kv_cache_space_gb. Another: the "
+            "run was paused (SIGSTOP) longer than vLLM waits for its worker (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, "
+            f"300 s). Every unit finished before is kept; continue with `{continue_with}`")
     return None
+
+
+def check_aliased_model(recipe: Recipe, registries: Registries, ctx: RunContext) -> None:
+    """The plan's checks of the model (a ``max_model_len`` it holds, heads a tensor-parallel size splits) on the
+    folder an alias names (``model.base: tiny-random``), before the first stage: ``sand validate`` cannot read the
+    config of a model a plugin builds only when a run needs it."""
+    resolved = ctx.plugins.resolve_alias(recipe.model.base, cache_dir())
+    if resolved is None:
+        return
+    ctx.base_model_path = resolved
+    node = dataclasses.replace(recipe_node(recipe, registries, 0, None), base_model=resolved)
+    problems = impossible_plans(recipe.slots, registries, node)
+    if problems:
+        raise RecipeError([f"{p} (model.base {recipe.model.base!r})" for p in problems])
 
 
 def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
@@ -283,6 +323,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
             rd.write_json(RunLayout.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
                                       "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
             ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
+            check_aliased_model(recipe, registries, ctx)
             ctx.console.print(f"[bold]run directory[/]: {rd.path}")
             for note in recipe.notes:
                 ctx.console.print(f"note: {note}", markup=False, highlight=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,8 +143,16 @@ def test_chatty_libraries_stay_out_of_run_log_unless_debugging():
 
 
 DYING_POLICY = '''
+import subprocess
+import sys
+
 from sand_framework import hookimpl
+from sand_framework.logs import children_output_to_run_log
 from sand_builtins.policies.transformers_backend import TransformersPolicy
+
+MESSAGE = ("RuntimeError: Worker failed with error 'Unsupported CPU attention configuration: head_dim=16', "
+           "please check the stack trace above for the root cause")
+WORKER = f"import sys; print({MESSAGE!r}, file=sys.stderr)"
 
 
 class EngineDeadError(RuntimeError):
@@ -152,9 +161,11 @@ class EngineDeadError(RuntimeError):
 
 class DyingPolicy(TransformersPolicy):
     name = "dying_engine"
-    description = "test policy whose engine dies at the first generation"
+    description = "test policy whose engine dies at the first generation, as vLLM's does: its process prints why"
 
     def generate(self, chats, sampling, role="agent"):
+        with children_output_to_run_log():  # as the vllm policy starts its engine
+            subprocess.run([sys.executable, "-c", WORKER], check=True)
         raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
 
 
@@ -183,8 +194,12 @@ def test_a_dead_inference_engine_is_a_resumable_exit_5_not_a_bug_report(tmp_path
     assert proc.returncode == 5 and "Traceback" not in proc.stderr and "bug in SAND" not in proc.stderr, \
         proc.stderr[-3000:]
     assert "inference engine stopped: its process died (EngineDeadError)" in proc.stderr
-    assert "OOM" in proc.stderr and f"sand run --resume {run}" in proc.stderr
+    flat = " ".join(proc.stderr.split())  # rich wraps long lines
+    assert "Before it died it printed: Unsupported CPU attention configuration: head_dim=16" in flat, flat[-1500:]
+    assert "Worker failed" not in flat, "the engine process's own output goes to run.log, not the console"
+    assert "OOM" in proc.stderr and f"sand run --resume {run}" in flat
     assert "the run stopped: EngineDeadError" in (run / "run.log").read_text()
+    assert "RuntimeError: Worker failed with error 'Unsupported CPU" in (run / "run.log").read_text()
     assert "train/iter0" in (run / "state.json").read_text(), "the SFT stage before it is kept"
 
 
@@ -235,3 +250,54 @@ def test_vllm_records_of_every_process_go_to_run_log_not_the_console(tmp_path, c
             assert logs.VLLM_CONFIG_VAR not in os.environ
     finally:
         logs.configure("warning")
+
+
+def test_processes_started_in_the_block_print_into_run_log_and_the_run_keeps_its_console(tmp_path):
+    """An engine process prints outside logging (a C++ NUMA warning, a load bar, its worker's traceback) onto
+    the descriptors it inherits: started inside `children_output_to_run_log`, what it prints lands in run.log,
+    while the run's own prints stay on its stdout/stderr; outside a run's log, or at info, nothing moves."""
+    script = f"""
+import subprocess, sys
+from sand_framework import logs
+child = [sys.executable, "-c", "import os; os.write(1, b'child-out\\\\n'); os.write(2, b'child-err\\\\n')"]
+logs.configure(sys.argv[1])
+with logs.run_log({str(tmp_path / "run.log")!r}):
+    with logs.children_output_to_run_log():
+        print("run-out"); print("run-err", file=sys.stderr)
+        subprocess.run(child, check=True)
+    subprocess.run(child, check=True)
+with logs.children_output_to_run_log():
+    subprocess.run(child, check=True)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for level, moved in (("warning", True), ("info", False)):
+        (tmp_path / "run.log").unlink(missing_ok=True)
+        proc = subprocess.run([sys.executable, "-c", script, level], capture_output=True, text=True, env=env,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        logged = (tmp_path / "run.log").read_text()
+        assert "run-out" in proc.stdout and "run-err" in proc.stderr and "run-" not in logged
+        assert proc.stdout.count("child-out") == (2 if moved else 3), (level, proc.stdout, logged)
+        assert proc.stderr.count("child-err") == (2 if moved else 3), (level, proc.stderr, logged)
+        assert logged.count("child-out") == logged.count("child-err") == (1 if moved else 0), (level, logged)
+
+
+def test_the_engine_death_message_quotes_what_the_engine_printed_else_suspects_memory(tmp_path):
+    from sand_framework.app.runner import engine_failure_cause, stopped_because
+
+    class EngineDeadError(RuntimeError):
+        pass
+
+    dead = EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+    plain = str(stopped_because(dead, tmp_path, "sand run --resume R"))
+    assert "The usual cause is memory" in plain and "printed" not in plain
+    (tmp_path / "run.log").write_text(
+        "ERROR vllm.v1.engine.core: EngineCore encountered a fatal error.\nTraceback (most recent call last):\n"
+        "RuntimeError: Unsupported CPU attention configuration: head_dim=16\n"
+        "2026 ERROR sand_framework.logs: the run stopped: EngineDeadError: EngineCore encountered an issue.\n"
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n")
+    assert engine_failure_cause(tmp_path / "run.log") == \
+        "RuntimeError: Unsupported CPU attention configuration: head_dim=16"
+    quoted = str(stopped_because(dead, tmp_path, "sand run --resume R"))
+    assert "Before it died it printed: RuntimeError: Unsupported CPU attention" in quoted
+    assert "the next suspect is memory" in quoted and "sand run --resume R" in quoted

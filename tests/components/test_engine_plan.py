@@ -281,3 +281,66 @@ def _built(cls, values):
     from sand_framework.config.typecheck import build  # the validator's builder: nested launch params too
 
     return build(cls.Params, values)
+
+
+def test_max_model_len_longer_than_the_model_holds_is_refused_before_any_training(tmp_path, tiny_model_dir):
+    """`sand run smoke policy=vllm` trained its SFT stage, then vLLM refused the engine: max_model_len 4096 on a
+    model of 2048 positions. `sand validate` refuses it for a model folder; an alias (built only when a run needs
+    it) is checked as the run starts, before its first stage. VLLM_ALLOW_LONG_MAX_MODEL_LEN lifts it, as in vLLM."""
+    from sand_builtins.policies.engine_plan import ContextLengthError, check_context, model_context
+
+    assert model_context(tiny_model_dir) == 2048
+    scaled = tmp_path / "scaled"
+    scaled.mkdir()
+    (scaled / "config.json").write_text('{"text_config": {"max_position_embeddings": 4096, "seq_length": 8192, '
+                                        '"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}}')
+    assert model_context(str(scaled)) == 16384 and model_context(str(tmp_path / "nothing")) is None
+    with pytest.raises(ContextLengthError, match="Set policy.max_model_len=2048 or less"):
+        check_context(VLLMParams(max_model_len=4096), tiny_model_dir)
+    check_context(VLLMParams(max_model_len=2048), tiny_model_dir)
+    args = ["validate", "smoke", "policy=vllm", f"model.base={tiny_model_dir}", "--for-another-machine"]
+    bad = CliRunner().invoke(main, args)
+    assert bad.exit_code == 2 and "policy.max_model_len=4096 is longer than" in bad.output, bad.output
+    assert CliRunner().invoke(main, args + ["policy.max_model_len=2048"]).exit_code == 0
+    os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+    try:
+        assert CliRunner().invoke(main, args).exit_code == 0
+    finally:
+        del os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"]
+
+
+ALIAS_PLUGIN = '''
+from sand_framework import hookimpl
+from sand_framework.accelerator import PlanImpossible
+from sand_builtins.policies.transformers_backend import TransformersPolicy
+
+
+class Checked(TransformersPolicy):
+    name = "plan_checked"
+    description = "test policy whose plan refuses the tiny model's folder"
+
+    @classmethod
+    def device_plan(cls, params, node):
+        if node.base_model.endswith("tiny-random"):
+            raise PlanImpossible(f"no place for {node.base_model}")
+        return []
+
+
+@hookimpl
+def sand_register_policies(register):
+    register(Checked)
+'''
+
+
+def test_a_run_checks_the_plan_on_the_folder_its_model_alias_names(tmp_path, tiny_model_dir):
+    """The run-start check with a plugin policy whose plan refuses the built tiny model: exit 2, the recipe
+    error, and no stage computed (the vLLM lane runs the real policy through it)."""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "checked.py").write_text(ALIAS_PLUGIN)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", "smoke", "policy.name=plan_checked", "--run-dir", str(run),
+                                       "--plugins-dir", str(folder)])
+    assert result.exit_code == 2, result.output
+    assert "policy: no place for" in result.output and "tiny-random (model.base 'tiny-random')" in result.output
+    assert not (run / "expert").exists() and not (run / "weights").exists(), sorted(p.name for p in run.iterdir())

@@ -281,17 +281,25 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
 
 @needs_vllm
 @pytest.mark.vllm
-def test_an_engine_whose_worker_is_killed_raises_what_the_runner_reports(smollm2_dir):
+def test_an_engine_whose_worker_is_killed_raises_what_the_runner_reports(smollm2_dir, tmp_path, capfd):
     """The kernel's OOM killer took a sweep's vLLM worker mid-evaluation: the engine raises an error that
-    ``sand run`` turns into exit 5 with the cause and the resume command (tests/cli/test_cli_logging.py)."""
+    ``sand run`` turns into exit 5 with the cause and the resume command (tests/cli/test_cli_logging.py).
+    Started inside a run's log, the engine process prints (its weight-loading bar, its C++ warnings) into
+    run.log, not onto the console."""
     import signal
 
+    from sand_framework import logs
     from sand_framework.app.runner import engine_died
 
     pol = VLLMPolicy(VLLMPolicy.Params(max_model_len=512, kv_cache_space_gb=1, stop=["\n\n"], dtype="float32"))
-    pol.setup(smollm2_dir)
+    logs.configure("warning")
     try:
-        assert pol.generate([CHAT], GREEDY, role="base")[0][0].text
+        with logs.run_log(tmp_path / "run.log"):
+            pol.setup(smollm2_dir)
+            assert pol.generate([CHAT], GREEDY, role="base")[0][0].text
+        printed = capfd.readouterr()
+        assert "Loading safetensors checkpoint shards" in (tmp_path / "run.log").read_text()
+        assert "Loading safetensors" not in printed.out + printed.err, printed
         workers = [pid for pid, comm in _descendants(os.getpid()) if "Worker" in comm or "EngineCore" in comm]
         assert workers, _descendants(os.getpid())
         for pid in workers:
@@ -300,7 +308,22 @@ def test_an_engine_whose_worker_is_killed_raises_what_the_runner_reports(smollm2
             pol.generate([CHAT], GREEDY, role="base")
         assert engine_died(info.value), repr(info.value)
     finally:
+        logs.configure()
         try:
             pol.close()
         except Exception:  # noqa: BLE001 - the engine is gone; closing it may complain
             pass
+
+
+@pytest.mark.vllm
+def test_a_run_refuses_a_context_longer_than_its_aliased_model_holds_before_training(tmp_path):
+    """`sand run smoke policy=vllm` trained SFT, then vLLM refused max_model_len 4096 for the tiny model's 2048
+    positions; now the run stops before its first stage with the fix (exit 2)."""
+    from click.testing import CliRunner
+
+    from sand_framework.cli.main import main
+
+    result = CliRunner().invoke(main, ["run", "smoke", "policy=vllm", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    assert "policy.max_model_len=4096 is longer than" in result.output and "max_model_len=2048" in result.output
+    assert not (tmp_path / "run" / "expert").exists()

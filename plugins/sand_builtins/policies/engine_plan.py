@@ -137,9 +137,13 @@ class TensorParallelError(PlanImpossible):
     starts, after the SFT stage has trained)."""
 
 
-def model_heads(model: str) -> tuple[int, int] | None:
-    """``(num_attention_heads, num_key_value_heads)`` from the model's ``config.json`` (a local folder or the hub
-    cache), else from :data:`KNOWN_HEADS` by name; None when unknown."""
+class ContextLengthError(PlanImpossible):
+    """A ``max_model_len`` longer than the model holds (vLLM would refuse it when the engine starts, after the SFT
+    stage has trained)."""
+
+
+def model_config(model: str) -> dict[str, Any] | None:
+    """The language model's part of ``config.json`` (a local folder or the hub cache); None when not on disk."""
     path = Path(model).expanduser()
     config = path / "config.json" if path.is_dir() else None
     if config is None:
@@ -150,13 +154,56 @@ def model_heads(model: str) -> tuple[int, int] | None:
             config = Path(hit) if isinstance(hit, str) else None
         except Exception:  # noqa: BLE001 - no hub client, a malformed id
             config = None
-    if config is not None and config.is_file():
+    if config is None or not config.is_file():
+        return None
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("text_config", data) if isinstance(data, dict) else None  # multimodal configs nest it
+
+
+CONTEXT_KEYS: tuple[str, ...] = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                                 "max_sequence_length", "max_seq_length", "seq_len")
+"""The ``config.json`` keys vLLM derives a model's longest context from (the smallest one present)."""
+
+
+def model_context(model: str) -> int | None:
+    """The longest ``max_model_len`` vLLM accepts for ``model`` without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``: the
+    smallest of :data:`CONTEXT_KEYS` in its config, times a RoPE scaling factor when one is declared (vLLM leaves
+    some scaling types unmultiplied: this errs towards accepting). None when unknown."""
+    data = model_config(model)
+    if data is None:
+        return None
+    found = [v for k in CONTEXT_KEYS if isinstance(v := data.get(k), (int, float)) and v > 0]
+    if not found:
+        return None
+    scaling = data.get("rope_scaling") or {}
+    factor = scaling.get("factor") if isinstance(scaling, dict) else None
+    return int(min(found) * (factor if isinstance(factor, (int, float)) and factor > 1 else 1))
+
+
+def check_context(params: Any, model: str) -> None:
+    """:class:`ContextLengthError` when ``params.max_model_len`` is longer than ``model`` holds."""
+    if os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0") not in ("", "0"):
+        return
+    longest = model_context(model)
+    if longest is not None and int(params.max_model_len) > longest:
+        raise ContextLengthError(
+            f"policy.max_model_len={int(params.max_model_len)} is longer than {model} holds ({longest} positions, "
+            f"from its config.json); vLLM refuses it when the engine starts, after the first training. Set "
+            f"policy.max_model_len={longest} or less")
+
+
+def model_heads(model: str) -> tuple[int, int] | None:
+    """``(num_attention_heads, num_key_value_heads)`` from the model's ``config.json`` (a local folder or the hub
+    cache), else from :data:`KNOWN_HEADS` by name; None when unknown."""
+    data = model_config(model)
+    if data is not None:
         try:
-            data = json.loads(config.read_text())
-            data = data.get("text_config", data)  # multimodal configs nest the language model's
             heads = int(data["num_attention_heads"])
             return heads, int(data.get("num_key_value_heads") or heads)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             pass
     name = Path(model).name.lower()
     return next((v for k, v in KNOWN_HEADS.items() if name.startswith(k)), None)

@@ -66,8 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from sand_builtins.policies.engine_plan import (
-    EnginePlan, device_count_and_memory, engine_environment, engine_kwargs, model_heads, plan_engines, plan_lines,
-    visible_devices, weights_gb,
+    EnginePlan, check_context, device_count_and_memory, engine_environment, engine_kwargs, model_heads, plan_engines,
+    plan_lines, visible_devices, weights_gb,
 )
 from sand_builtins.policies.local import LocalPolicy
 from sand_builtins.policies.vllm_engine import (
@@ -78,6 +78,7 @@ from sand_builtins.policies.vllm_pump import RequestPump
 from sand_builtins.policies.vllm_sampling import one_sample_each, prompt_limit, request_params
 from sand_framework import hookimpl
 from sand_framework.errors import ModelUnavailable
+from sand_framework.logs import children_output_to_run_log
 from sand_framework.rollout import EngineMeter
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
@@ -120,6 +121,8 @@ class VLLMPolicy(LocalPolicy[VLLMParams]):
     @classmethod
     def device_plan(cls, params: VLLMParams, node: Any) -> list[str]:
         """``sand plan``: where the engines go on ``node`` (:class:`sand_framework.accelerator.Node`)."""
+        if node.base_model:
+            check_context(params, node.base_model)
         size = weights_gb(node.base_model) if node.base_model else None
         heads = model_heads(node.base_model) if node.base_model else None
         plan = plan_engines(node.gpus, params, node.trained_weights, node.gpu_memory_gb, size, heads)
@@ -196,7 +199,7 @@ class VLLMPolicy(LocalPolicy[VLLMParams]):
         start = time.perf_counter()
         try:
             with visible_devices(self._spec(role).devices if together and len(self._plan().engines) > 1 else ()), \
-                    engine_environment(VLLM_CPU_OMP_THREADS_BIND=bind):
+                    engine_environment(VLLM_CPU_OMP_THREADS_BIND=bind), children_output_to_run_log():
                 llm = vllm.LLM(**kwargs)
         except (OSError, ValueError) as exc:
             raise ModelUnavailable(f"vLLM cannot load {path!r}: {type(exc).__name__}: {exc}") from exc
