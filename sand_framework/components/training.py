@@ -81,13 +81,8 @@ class PreferenceTrainRequest:
                    reference_weights=request.reference_weights, iteration=request.iteration)
 
 
-class Trainer(Component[P], abc.ABC):
-    """Fine-tunes the agent on (synthesized) trajectories: behavior initialization and SFT-data methods.
-
-    Required: :meth:`train`.
-    """
-
-    kind: ClassVar[str] = "trainer"
+class _WeightsWriter(Component[P], abc.ABC):
+    """What both trainer kinds share: they write agent weights, of a kind the policy plans its engines for."""
 
     @classmethod
     def weights_kind(cls, params: Any) -> str | None:
@@ -95,6 +90,15 @@ class Trainer(Component[P], abc.ABC):
         engines out by it (:meth:`Policy.expect_agent_weights`) and ``sand plan`` shows it. Default: None
         (unknown: the policy plans for an adapter)."""
         return None
+
+
+class Trainer(_WeightsWriter[P]):
+    """Fine-tunes the agent on (synthesized) trajectories: behavior initialization and SFT-data methods.
+
+    Required: :meth:`train`.
+    """
+
+    kind: ClassVar[str] = "trainer"
 
     @abc.abstractmethod
     def train(self, request: TrainRequest) -> str:
@@ -109,7 +113,7 @@ class Trainer(Component[P], abc.ABC):
         """
 
 
-class PreferenceTrainer(Component[P], abc.ABC):
+class PreferenceTrainer(_WeightsWriter[P]):
     """Fine-tunes the agent on preference pairs (ETO's and IPR's DPO): the ``preference_trainer`` slot.
 
     Required: :meth:`train`. Used by the iterations of a method whose
@@ -118,13 +122,6 @@ class PreferenceTrainer(Component[P], abc.ABC):
     """
 
     kind: ClassVar[str] = "preference_trainer"
-
-    @classmethod
-    def weights_kind(cls, params: Any) -> str | None:
-        """Optional. What :meth:`train` writes with ``params``: ``adapter`` (LoRA) or ``full``; the policy lays its
-        engines out by it (:meth:`Policy.expect_agent_weights`) and ``sand plan`` shows it. Default: None
-        (unknown: the policy plans for an adapter)."""
-        return None
 
     @abc.abstractmethod
     def train(self, request: PreferenceTrainRequest) -> str:
