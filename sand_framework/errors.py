@@ -105,6 +105,14 @@ class TrainingInputError(SandError, ValueError):
     exit_code = 2
 
 
+class NoExpertError(SandError):
+    """The recipe asks an environment without an expert (``expert_actions`` not implemented) for expert
+    trajectories: the expert stage with ``data.source: env``, ETO/IPR's ``method.explore_tasks``, or
+    ``sand data expert``. The fix is expert data from a file (``data.source: sharegpt``)."""
+
+    exit_code = 2
+
+
 class EnvironmentUnavailable(SandError):
     """An environment's package or data is not installed; the message says how to get it."""
 

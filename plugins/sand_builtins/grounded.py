@@ -31,6 +31,7 @@ from sand_framework import hookimpl
 from sand_framework.components import Critic, CritiqueRequest, Policy, SynthesisRequest, Synthesizer
 from sand_framework.components.text_environment import EPISODE_OVER
 from sand_framework.deliberation import passes_synthesis_check
+from sand_framework.errors import ComponentError
 from sand_framework.types import Critique, Rollout, SynthesisResult
 
 INVALID_MARKERS = (
@@ -169,7 +170,9 @@ class GroundedCritic(Critic["GroundedCritic.Params"]):
         rollout = req.rollout
         action = " ".join(req.candidate.action.replace('"', "'").split())
         if rollout is None:
-            raise ValueError("grounded_critic needs rollouts (it writes from them); the engine passed none")
+            raise ComponentError(f"critic {self.name!r} needs each candidate's rollout (needs_rollouts = True; it "
+                                 f"writes from them), but {req.trajectory.task_id} step {req.step_index} came "
+                                 "without one; the caller must run the executor first")
         if rollout.error or not rollout.steps:
             return f"I cannot tell what would happen if I {action}."
         markers = tuple(self.params.invalid_markers)

@@ -19,7 +19,7 @@ from sand_framework.config.load import load_recipe, merge, parse_overrides
 from sand_framework.engine.context import RunContext, cache_dir
 from sand_framework.engine.evaluation import evaluate_tasks
 from sand_framework.engine.units import StageUnits
-from sand_framework.errors import RunDirError
+from sand_framework.errors import RecipeError, RunDirError
 from sand_framework.logs import run_log
 from sand_framework.store import RunDir, RunLayout, read_json
 
@@ -165,6 +165,10 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                     return policy
 
                 results = {}
+                unknown = [s for s in splits if s not in env.splits()]
+                if unknown:
+                    raise RecipeError([f"--split {s!r}: {env.name} has no such split; choose from "
+                                       f"{', '.join(env.splits())}" for s in unknown])
                 for split in splits:
                     units = StageUnits.open(f"eval {model.label}/{split}",
                                             rd.units(RunLayout.eval_units(model.label, split)),

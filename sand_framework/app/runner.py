@@ -144,15 +144,14 @@ def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandE
     return None
 
 
-def check_aliased_model(recipe: Recipe, registries: Registries, ctx: RunContext) -> None:
-    """The plan's checks of the model (a ``max_model_len`` it holds, heads a tensor-parallel size splits) on the
-    folder an alias names (``model.base: tiny-random``), before the first stage: ``sand validate`` cannot read the
-    config of a model a plugin builds only when a run needs it."""
+def check_model_plan(recipe: Recipe, registries: Registries, ctx: RunContext) -> None:
+    """The plan's checks of the model (a ``max_model_len`` it holds, heads a tensor-parallel size splits), as
+    ``sand validate`` makes them, before the first stage; for an alias (``model.base: tiny-random``) on the folder
+    it names, whose config ``sand validate`` cannot read: a plugin builds it only when a run needs it."""
     resolved = ctx.plugins.resolve_alias(recipe.model.base, cache_dir())
-    if resolved is None:
-        return
-    ctx.base_model_path = resolved
-    node = dataclasses.replace(recipe_node(recipe, registries, 0, None), base_model=resolved)
+    if resolved is not None:
+        ctx.base_model_path = resolved
+    node = dataclasses.replace(recipe_node(recipe, registries, 0, None), base_model=resolved or recipe.model.base)
     problems = impossible_plans(recipe.slots, registries, node)
     if problems:
         raise RecipeError([f"{p} (model.base {recipe.model.base!r})" for p in problems])
@@ -323,7 +322,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
             rd.write_json(RunLayout.PLUGINS, {"plugins": [dataclasses.asdict(i) for i in plugins.info.values()],
                                       "plugin_dirs": [str(Path(d).resolve()) for d in dirs]})
             ctx = RunContext(recipe=recipe, run_dir=rd, plugins=plugins, registries=registries)
-            check_aliased_model(recipe, registries, ctx)
+            check_model_plan(recipe, registries, ctx)
             ctx.console.print(f"[bold]run directory[/]: {rd.path}")
             for note in recipe.notes:
                 ctx.console.print(f"note: {note}", markup=False, highlight=False)

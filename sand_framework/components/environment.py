@@ -107,7 +107,8 @@ class Environment(Component[P], abc.ABC):
         The expert stage replays these actions (each must be valid, and the
         last must reach success within :meth:`max_steps`); SAND's training
         data and every deliberation are built on them. The default raises
-        ``NotImplementedError``, which the expert stage reports. Computing the
+        ``NotImplementedError``, which the expert stage reports as
+        :class:`~sand_framework.errors.NoExpertError` (exit 2). Computing the
         sequence must not disturb an episode in progress (solve from the task
         id, or step a clone).
         """

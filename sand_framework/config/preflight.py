@@ -48,9 +48,10 @@ def missing_packages(recipe: Recipe, registries: Registries) -> list[str]:
 
 def require_packages(recipe: Recipe, registries: Registries) -> None:
     """Refuse (exit 4, :class:`~sand_framework.errors.MachineNotReady`) to start or resume a run whose components
-    need a package that is not installed: the check of ``sand validate``, made again where a run begins, before
+    need a package that is not installed, or whose device plan this machine's GPUs cannot hold (a
+    ``tensor_parallel_size`` over its GPUs): the checks of ``sand validate``, made again where a run begins, before
     any stage (or the run directory) exists."""
-    problems = missing_packages(recipe, registries)
+    problems = missing_packages(recipe, registries) + gpu_problems(recipe, registries)
     if problems:
         raise MachineNotReady(problems)
 

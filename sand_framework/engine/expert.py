@@ -7,9 +7,11 @@ produce the same trajectories.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Callable
 
 from sand_framework.components import Environment, Policy
+from sand_framework.errors import NoExpertError
 from sand_framework.types import SamplingParams, Step, Trajectory
 
 
@@ -22,7 +24,7 @@ def expert_trajectory(env: Environment, task_id: str) -> Trajectory:
     """
     task = env.reset(task_id)
     traj = Trajectory(task_id=task_id, env=env.name, instruction=env.instruction(), task=task)
-    for action in env.expert_actions(task_id):
+    for action in _expert_actions(env, task_id):
         thought = env.expert_thought(task_id, task, list(traj.steps), action)
         res = env.step(action)
         traj.steps.append(Step(thought=thought, action=action, observation=res.observation))
@@ -30,6 +32,18 @@ def expert_trajectory(env: Environment, task_id: str) -> Trajectory:
         if res.done:
             break
     return traj
+
+
+def _expert_actions(env: Environment, task_id: str) -> Iterator[str]:
+    """``env.expert_actions(task_id)``, lazily as the environment yields them; an environment without an expert
+    (the base class raises ``NotImplementedError``) is the user's :class:`NoExpertError`, not a bug report."""
+    try:
+        yield from env.expert_actions(task_id)
+    except NotImplementedError as exc:
+        raise NoExpertError(
+            f"environment {env.name!r} has no expert ({exc}), and this run asks it for expert trajectories "
+            "(data.source: env, a method's explore_tasks, or `sand data expert`); give the expert data as a file "
+            "instead: data.source=sharegpt data.path=FILE (`sand data import-eto` converts ETO's)") from exc
 
 
 THOUGHT_PROMPT = """You are writing the reasoning of an agent that acts in a text environment.

@@ -287,3 +287,34 @@ def test_write_thoughts_fills_every_step():
     write_thoughts([traj], policy)
     assert all(s.thought.startswith("I think") for s in traj.steps)
     assert policy.calls == [("base", 2, 1)]
+
+
+def test_an_environment_without_an_expert_or_an_unknown_split_is_the_users_error(tmp_path):
+    """Issue 38 item 5: both ended as 'unexpected failure ... a bug in SAND'. An environment without an expert
+    asked for expert trajectories is NoExpertError (exit 2, naming the file-based fix), lazily as the expert
+    yields; `sand data expert --split` and `sand eval --split` name the splits there are."""
+    from sand_framework.engine.expert import expert_trajectory
+    from sand_framework.errors import NoExpertError
+    from toy_envs import Corridor
+
+    class NoExpert(Corridor):
+        name = "no_expert"
+        expert_actions = Environment.expert_actions
+
+    class HalfExpert(Corridor):
+        def expert_actions(self, task_id):
+            yield "go east"
+            raise NotImplementedError("the rest is not written")
+
+    with pytest.raises(NoExpertError, match="'no_expert' has no expert.*data.source=sharegpt"):
+        expert_trajectory(NoExpert(), "corridor-0")
+    with pytest.raises(NoExpertError, match="the rest is not written"):
+        expert_trajectory(HalfExpert(), "corridor-2")
+    assert expert_trajectory(Corridor(), "corridor-2").success
+    pytest.importorskip("textworld_express")
+    res = CliRunner().invoke(main, ["data", "expert", "--env", "textworld_express", "--split", "dev", "--limit", "1",
+                                    "-o", str(tmp_path / "x.json")])
+    assert res.exit_code == 2 and "no split 'dev'; choose from train, seen, unseen" in res.output, res.output
+    res = CliRunner().invoke(main, ["eval", "tiny-random", "--recipe", "smoke", "--split", "dev", "--limit", "1",
+                                    "-o", str(tmp_path / "ev")])
+    assert res.exit_code == 2 and "--split 'dev': textworld_express has no such split" in res.output, res.output

@@ -310,6 +310,9 @@ def test_max_model_len_longer_than_the_model_holds_is_refused_before_any_trainin
 
 
 ALIAS_PLUGIN = '''
+import json
+from pathlib import Path
+
 from sand_framework import hookimpl
 from sand_framework.accelerator import PlanImpossible
 from sand_builtins.policies.transformers_backend import TransformersPolicy
@@ -321,7 +324,8 @@ class Checked(TransformersPolicy):
 
     @classmethod
     def device_plan(cls, params, node):
-        if node.base_model.endswith("tiny-random"):
+        config = Path(node.base_model) / "config.json"
+        if config.is_file() and json.loads(config.read_text())["max_position_embeddings"] == 2048:
             raise PlanImpossible(f"no place for {node.base_model}")
         return []
 
@@ -332,15 +336,41 @@ def sand_register_policies(register):
 '''
 
 
-def test_a_run_checks_the_plan_on_the_folder_its_model_alias_names(tmp_path, tiny_model_dir):
-    """The run-start check with a plugin policy whose plan refuses the built tiny model: exit 2, the recipe
-    error, and no stage computed (the vLLM lane runs the real policy through it)."""
+def test_a_run_checks_the_plan_on_its_model_before_the_first_stage(tmp_path, tiny_model_dir):
+    """The run-start check with a plugin policy whose plan refuses the tiny model, named by its alias (the folder
+    it names is read) or by its folder: exit 2, the recipe error, and no stage computed (the vLLM lane runs the
+    real policy through it)."""
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "checked.py").write_text(ALIAS_PLUGIN)
+    for name, base in (("alias", "tiny-random"), ("folder", tiny_model_dir)):
+        run = tmp_path / name
+        result = CliRunner().invoke(main, ["run", "smoke", "policy.name=plan_checked", f"model.base={base}",
+                                           "--run-dir", str(run), "--plugins-dir", str(folder)])
+        assert result.exit_code == 2, result.output
+        assert "policy: no place for" in result.output and f"(model.base {base!r})" in result.output
+        assert not (run / "expert").exists() and not (run / "weights").exists(), sorted(p.name for p in run.iterdir())
+
+
+def test_sand_run_refuses_a_plan_this_machines_gpus_cannot_hold_before_any_stage(tmp_path, monkeypatch):
+    """Issue 38 item 5: `sand validate` refused a tensor_parallel_size over the machine's GPUs, but `sand run`
+    went on to train and met it as a ValueError at the engine start ('unexpected failure'). It is refused where
+    the run begins, exit 4, with the missing packages (a one-GPU machine, simulated)."""
+    import shutil as shutil_module
+    from types import SimpleNamespace
+
+    import torch
+
+    from sand_framework.config import preflight
+
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: "/usr/bin/nvidia-smi" if name == "nvidia-smi"
+                        else shutil_module.which(name))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=80e9))
     run = tmp_path / "run"
-    result = CliRunner().invoke(main, ["run", "smoke", "policy.name=plan_checked", "--run-dir", str(run),
-                                       "--plugins-dir", str(folder)])
-    assert result.exit_code == 2, result.output
-    assert "policy: no place for" in result.output and "tiny-random (model.base 'tiny-random')" in result.output
-    assert not (run / "expert").exists() and not (run / "weights").exists(), sorted(p.name for p in run.iterdir())
+    result = CliRunner().invoke(main, ["run", "smoke", "policy=vllm", "policy.max_model_len=2048",
+                                       "policy.tensor_parallel_size=2", "--run-dir", str(run)])
+    assert result.exit_code == 4, result.output
+    assert "this machine's 1 GPU(s) cannot hold the plan" in result.output and "tensor_parallel_size=2" in result.output
+    assert not run.exists()
