@@ -204,7 +204,9 @@ def test_batches_keep_order_and_bad_inputs(registries, env, executor, policy, co
                                 SynthesisRequest(coin_traj, 1, c1, crits[2:])], policy)
     assert concludes_with(results[0].thought, coin_traj.steps[0].action)
     assert concludes_with(results[1].thought, "take coin")
-    with pytest.raises(ValueError, match="needs rollouts"):
+    from sand_framework.errors import ComponentError
+
+    with pytest.raises(ComponentError, match="needs each candidate's rollout"):
         critic.critique([CritiqueRequest(coin_traj, 0, c0[0], None)], policy)
     broken = Rollout(task_id=coin_traj.task_id, prefix_len=0, candidate=a0, error="replay diverged")
     assert critic.critique([CritiqueRequest(coin_traj, 0, c0[1], broken)], policy)[0].text == \
