@@ -165,10 +165,10 @@ def evaluate_model(ref: str, recipe_ref: str | None, out_dir: str | os.PathLike,
                     return policy
 
                 results = {}
-                unknown = [s for s in splits if s not in env.splits()]
-                if unknown:
-                    raise RecipeError([f"--split {s!r}: {env.name} has no such split; choose from "
-                                       f"{', '.join(env.splits())}" for s in unknown])
+                known = env.splits()
+                if unknown := [s for s in splits if s not in known]:
+                    raise RecipeError([f"--split {s!r}: {env.name} has no such split; choose from {', '.join(known)}"
+                                       for s in unknown])
                 for split in splits:
                     units = StageUnits.open(f"eval {model.label}/{split}",
                                             rd.units(RunLayout.eval_units(model.label, split)),

@@ -32,7 +32,7 @@ from sand_framework.app.resume_check import (
 )
 from sand_framework.config import Recipe, load_recipe, validate
 from sand_framework.config.load import merge, parse_overrides, settle_swaps
-from sand_framework.config.preflight import recipe_node, require_packages
+from sand_framework.config.preflight import recipe_node, require_machine
 from sand_framework.engine.context import RunContext, cache_dir
 from sand_framework.engine.pipeline import Pipeline
 from sand_framework.errors import DiskFullError, InferenceEngineDied, RecipeError, RunDirError, RunStopped, SandError
@@ -136,11 +136,11 @@ def stopped_because(exc: BaseException, path: Path, continue_with: str) -> SandE
         said = (f"Before it died it printed: {cause[:300]} (the traceback is in {log}). If that is not the cause, "
                 "the next suspect" if cause else "The usual cause")
         return InferenceEngineDied(
-            f"the policy's inference engine stopped: its process died ({type(exc).__name__}). {said} is memory: "
-            "the kernel's OOM killer "
-            "(`dmesg | grep -i oom`); run fewer processes at once or lower policy.kv_cache_space_gb. Another: the "
-            "run was paused (SIGSTOP) longer than vLLM waits for its worker (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, "
-            f"300 s). Every unit finished before is kept; continue with `{continue_with}`")
+            f"the policy's inference engine stopped: its process died ({type(exc).__name__}). {said} is memory: the "
+            "kernel's OOM killer (`dmesg | grep -i oom`); run fewer processes at once or lower "
+            "policy.kv_cache_space_gb. Another: the run was paused (SIGSTOP) longer than vLLM waits for its worker "
+            "(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s). Every unit finished before is kept; continue with "
+            f"`{continue_with}`")
     return None
 
 
@@ -161,7 +161,7 @@ def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = 
            ) -> tuple[Recipe, PluginSet, Registries, RunDir]:
     """Validate a recipe and make its run directory (holding the resolved recipe), without running it."""
     recipe, plugins, registries = resolve(recipe_ref, overrides, plugin_dirs)
-    require_packages(recipe, registries)
+    require_machine(recipe, registries)
     rd = RunDir.create_at(run_dir) if run_dir else RunDir.create(recipe.run.output_dir, recipe.run.name)
     rd.write_text(RunLayout.RECIPE, yaml.safe_dump(recipe.raw, sort_keys=False))
     return recipe, plugins, registries, rd
@@ -171,7 +171,7 @@ def reopen(path: str | Path, plugin_dirs: list[str] = ()) -> tuple[Recipe, Plugi
     """An existing run directory with its stored recipe validated again (plugins as it ran with)."""
     rd = RunDir.open_existing(path)
     recipe, plugins, registries = stored_recipe(rd, plugin_dirs)
-    require_packages(recipe, registries)
+    require_machine(recipe, registries)
     return recipe, plugins, registries, rd
 
 

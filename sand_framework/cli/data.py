@@ -183,8 +183,8 @@ def expert_cmd(env_name, split, limit, recipe, env_sets, thoughts_model, policy_
     regs = plugins.registries()
     env = _environment(env_name, env_params, env_sets, regs)
     try:
-        if split not in env.splits():
-            raise click.BadParameter(f"{env.name} has no split {split!r}; choose from {', '.join(env.splits())}",
+        if split not in (known := env.splits()):
+            raise click.BadParameter(f"{env.name} has no split {split!r}; choose from {', '.join(known)}",
                                      param_hint="--split")
         task_ids = env.tasks(split)[:limit]
         trajs, failed = [], []

@@ -46,7 +46,7 @@ def missing_packages(recipe: Recipe, registries: Registries) -> list[str]:
     return problems
 
 
-def require_packages(recipe: Recipe, registries: Registries) -> None:
+def require_machine(recipe: Recipe, registries: Registries) -> None:
     """Refuse (exit 4, :class:`~sand_framework.errors.MachineNotReady`) to start or resume a run whose components
     need a package that is not installed, or whose device plan this machine's GPUs cannot hold (a
     ``tensor_parallel_size`` over its GPUs): the checks of ``sand validate``, made again where a run begins, before

@@ -283,7 +283,8 @@ def _built(cls, values):
     return build(cls.Params, values)
 
 
-def test_max_model_len_longer_than_the_model_holds_is_refused_before_any_training(tmp_path, tiny_model_dir):
+def test_max_model_len_longer_than_the_model_holds_is_refused_before_any_training(tmp_path, tiny_model_dir,
+                                                                                  monkeypatch):
     """`sand run smoke policy=vllm` trained its SFT stage, then vLLM refused the engine: max_model_len 4096 on a
     model of 2048 positions. `sand validate` refuses it for a model folder; an alias (built only when a run needs
     it) is checked as the run starts, before its first stage. VLLM_ALLOW_LONG_MAX_MODEL_LEN lifts it, as in vLLM."""
@@ -302,11 +303,8 @@ def test_max_model_len_longer_than_the_model_holds_is_refused_before_any_trainin
     bad = CliRunner().invoke(main, args)
     assert bad.exit_code == 2 and "policy.max_model_len=4096 is longer than" in bad.output, bad.output
     assert CliRunner().invoke(main, args + ["policy.max_model_len=2048"]).exit_code == 0
-    os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
-    try:
-        assert CliRunner().invoke(main, args).exit_code == 0
-    finally:
-        del os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"]
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    assert CliRunner().invoke(main, args).exit_code == 0
 
 
 ALIAS_PLUGIN = '''
