@@ -114,6 +114,20 @@ def _held(tmp: Path) -> bool:
     return (tmp / "held").is_file()
 
 
+FOREIGN_IDS = json.dumps([
+    {"id": task, "conversations": [{"from": "human", "value": "You are a helpful assistant in a science lab."},
+                                   {"from": "gpt", "value": "OK"},
+                                   {"from": "human", "value": "Your task is to boil water."},
+                                   {"from": "gpt", "value": "Thought: I need a stove.\nAction: look around"}]}
+    for task in ("0_12", "0_13")])
+
+
+def _no_training(tmp: Path) -> str | None:
+    state = tmp / "run" / "state.json"
+    done = json.loads(state.read_text()).get("done", {}) if state.is_file() else {}
+    return "a stage finished on a file the environment cannot replay" if done else None
+
+
 def _nothing_ran(tmp: Path) -> str | None:
     return "the run went past its start" if (tmp / "run" / "expert").exists() else None
 
@@ -252,6 +266,15 @@ CASES: list[BadInput] = [
     BadInput("expert data file missing", ["run", "smoke", "data.source=sharegpt", "data.path={tmp}/missing.json",
                                           "--run-dir", "{tmp}/run"], 2,
              ["missing.json", "sand data import-eto"]),
+    BadInput("an expert file made for another environment (ScienceWorld task ids in a TextWorld-Express run)",
+             ["run", "smoke", "data.source=sharegpt", "data.path={tmp}/sciworld.json", "--run-dir", "{tmp}/run"], 2,
+             ["2 of the file's 2 task id(s) are not 'textworld_express' tasks", "'0_12'", "another environment",
+              "sand data expert --env textworld_express"],
+             files={"sciworld.json": FOREIGN_IDS}, forbid=["unexpected failure"], check=_no_training),
+    BadInput("more TextWorld-Express tasks than its train fold has (`environment.n_train=100000`)",
+             ["run", "smoke", "environment.n_train=100000", "--run-dir", "{tmp}/run"], 2,
+             ["the tasks of split 'train'", "n_train + n_seen = 100050 exceeds", "lower environment.n_train"],
+             forbid=["unexpected failure"], check=_no_training),
     BadInput("truncated ETO/ShareGPT file", ["data", "import-eto", "{tmp}/alfworld_sft.json", "--env",
                                             "textworld_express", "-o", "{tmp}/out.json"], 2,
              ["alfworld_sft.json"],

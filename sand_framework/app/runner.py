@@ -157,6 +157,24 @@ def check_model_plan(recipe: Recipe, registries: Registries, ctx: RunContext) ->
         raise RecipeError([f"{p} (model.base {recipe.model.base!r})" for p in problems])
 
 
+def check_splits(recipe: Recipe, ctx: RunContext) -> None:
+    """Ask the environment for the tasks of every split the run uses (``data.split`` when the expert data comes
+    from it, each of ``eval.splits``) before the first stage. An environment raises ``ValueError`` there for a
+    recipe it cannot serve (TextWorld-Express: ``n_train + n_seen`` over its train fold), which ``sand validate``
+    cannot see without starting the simulator; before, an evaluation split failed so after the training, hours in,
+    as an unexpected failure."""
+    env = ctx.component("environment")
+    splits = ([recipe.data.split] if recipe.data.source == "env" else []) + list(recipe.eval.splits)
+    problems = []
+    for split in dict.fromkeys(splits):
+        try:
+            env.tasks(split)
+        except ValueError as exc:
+            problems.append(f"environment[{env.name}]: the tasks of split {split!r}: {exc}")
+    if problems:
+        raise RecipeError(problems)
+
+
 def create(recipe_ref: str, overrides: list[str] = (), plugin_dirs: list[str] = (), run_dir: str | None = None
            ) -> tuple[Recipe, PluginSet, Registries, RunDir]:
     """Validate a recipe and make its run directory (holding the resolved recipe), without running it."""
@@ -366,6 +384,7 @@ def run(recipe_ref: str | None, overrides: list[str] = (), plugin_dirs: list[str
                             ctx.console.print(said, markup=False, highlight=False)
                             metrics = rd.read_json(RunLayout.METRICS, None) or {"eval": {}}
                         else:
+                            check_splits(recipe, ctx)
                             metrics = pipeline.run()
                     except UntilReached as reached:
                         said = (f"--until {until}: stopped before {reached.stage}, as asked; `sand run --resume "

@@ -99,7 +99,15 @@ class Environment(Component[P], abc.ABC):
 
     @abc.abstractmethod
     def max_steps(self, task_id: str) -> int:
-        """Required. The benchmark's step cap for this task (a positive int; the expert must fit in it)."""
+        """Required. The benchmark's step cap for this task (a positive int; the expert must fit in it).
+
+        Cheap (no simulator is started) and, like :meth:`reset`, it raises
+        ``ValueError`` for an id this environment cannot parse or has no game
+        for: ``sand validate`` and the expert stage call it on every task id of
+        a ``data.path`` file (:func:`unknown_task_ids`), so that a file made for
+        another environment is refused before any training, not at the first
+        rollout hours later.
+        """
 
     def expert_actions(self, task_id: str) -> list[str]:
         """Provided (raises): the gold action sequence for the task; override it where the environment has an expert.
@@ -187,3 +195,21 @@ class Environment(Component[P], abc.ABC):
         mutable state that must not be shared.
         """
         return type(self)(self.params)
+
+
+def unknown_task_ids(env: Environment, task_ids: list[str], show: int = 3) -> list[str]:
+    """Problems (empty: none) for the ids of ``task_ids`` that ``env`` does not know, by its
+    :meth:`~Environment.max_steps`: how many, and the first ``show`` of them with the environment's reason."""
+    bad = []
+    for task_id in dict.fromkeys(task_ids):
+        try:
+            env.max_steps(task_id)
+        except ValueError as exc:
+            bad.append(f"{task_id!r} ({exc})")
+    if not bad:
+        return []
+    more = f", and {len(bad) - show} more" if len(bad) > show else ""
+    return [f"{len(bad)} of the file's {len(set(task_ids))} task id(s) are not {env.name!r} tasks: "
+            f"{'; '.join(bad[:show])}{more}. Was the file made for another environment or other "
+            f"environment parameters? Make one for this environment with `sand data expert --env {env.name} "
+            f"--split train -o OUT` or `sand data import-eto FILE --env {env.name} -o OUT`"]

@@ -94,8 +94,10 @@ def check(recipe: Recipe, registries: Registries) -> Findings:
         else:
             reader = read_sharegpt if data.source == "sharegpt" else read_messages
             try:
-                if not reader(path, env):
+                trajs = reader(path, env)
+                if not trajs:
                     found.recipe.append(f"data.path: {data.path!r} holds no trajectories")
+                found.recipe += [f"data.path: {p}" for p in file_task_problems(recipe, registries, trajs)]
             except SandError as exc:
                 found.recipe.append(f"data.path: {exc}; fix the file, or make one with `sand data import-eto` or "
                                     "`sand data expert`")
@@ -109,6 +111,23 @@ def check(recipe: Recipe, registries: Registries) -> Findings:
     found.recipe += plan_problems(recipe, registries)
     found.machine += gpu_problems(recipe, registries)
     return found
+
+
+def file_task_problems(recipe: Recipe, registries: Registries, trajs: list) -> list[str]:
+    """The task ids of a data file's trajectories that the recipe's environment does not know
+    (:func:`~sand_framework.components.environment.unknown_task_ids`). The environment is built as ``sand
+    validate`` builds it (cheap by contract); one it cannot build here is left to the checks that report why."""
+    from sand_framework.components.environment import unknown_task_ids
+
+    name, params = recipe.slots["environment"]
+    try:
+        env = registries["environment"].get(name)(params)
+    except Exception:  # noqa: BLE001 - e.g. ALFWorld without its game data: a machine finding reported elsewhere
+        return []
+    try:
+        return unknown_task_ids(env, [t.task_id for t in trajs])
+    finally:
+        env.close()
 
 
 def recipe_node(recipe: Recipe, registries: Registries, gpus: int, memory: float | None) -> "Node":

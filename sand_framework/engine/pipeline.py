@@ -34,6 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sand_framework.components import (TRAINER_SLOT, IterationData, Method, MethodTools, PreferenceTrainRequest,
                                        TrainRequest)
 from sand_framework.components.declared import method_component
+from sand_framework.components.environment import unknown_task_ids
 from sand_framework.engine.context import RunContext
 from sand_framework.engine.expert import expert_trajectory
 from sand_framework.engine.evaluation import evaluate_tasks
@@ -140,6 +141,9 @@ class Pipeline:
                 trajs = reader(data.path, self.env.name)[: data.limit]
                 if not trajs:
                     raise EmptyStageError(self._no_expert_data(0))
+                problems = unknown_task_ids(self.env, [t.task_id for t in trajs])
+                if problems:
+                    raise RecipeError([f"data.path: {data.path!r}: {p}" for p in problems])
                 units.save("expert", [t.to_dict() for t in trajs])
             trajs = [Trajectory.from_dict(d) for d in units.values()[0]]
         else:

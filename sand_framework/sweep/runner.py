@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,8 +45,9 @@ def run_dir_of(out: Path, arm: str, seed: int) -> Path:
 
 
 def finished(run_dir: Path) -> bool:
-    done = (read_json(run_dir / RunLayout.STATE, {}) or {}).get("done", {})
-    return (run_dir / RunLayout.METRICS).is_file() and RunLayout.EVAL in done
+    state = read_json(run_dir / RunLayout.STATE, {}) or {}
+    done = state.get(RunLayout.STATE_DONE, {}) if isinstance(state, dict) else {}
+    return (run_dir / RunLayout.METRICS).is_file() and isinstance(done, dict) and RunLayout.EVAL in done
 
 
 def start_missing(path: Path) -> bool:
@@ -88,11 +90,17 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
         readopt_missing_weights(path, run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None,
                                 arm.reuse_stages)
         return path
+    source = run_dir_of(out, arm.reuse, seed) if arm.reuse is not None else None
+    source_recipe = reopen(source, plugin_dirs)[0] if source is not None else None  # before anything is created
     recipe, plugins, registries, rd = create(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs, str(path))
-    if arm.reuse is not None:
-        source = run_dir_of(out, arm.reuse, seed)
-        source_recipe = reopen(source, plugin_dirs)[0]
-        reuse_stages(rd, recipe, source, source_recipe, arm.reuse_stages, plugins, registries)
+    if source is not None:
+        try:
+            reuse_stages(rd, recipe, source, source_recipe, arm.reuse_stages, plugins, registries)
+        except BaseException:
+            # nothing is computed in it yet; kept, a later sweep would resume it as a run of its own, training an
+            # SFT start of its own instead of the seed's one
+            shutil.rmtree(path, ignore_errors=True)
+            raise
     return path
 
 
@@ -179,6 +187,15 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             if holder is not None:
                 outcomes.append(RunOutcome(arm.name, seed, str(path), "busy", message=(
                     f"it reuses arm {arm.reuse}, which another process (pid {holder}) is still running")))
+                continue
+            if source is not None and not (source / RunLayout.RECIPE).is_file() and not path.is_dir():
+                failed.add((arm.name, seed))
+                message = (f"it reuses arm {arm.reuse}, whose run {source} is not here: run that arm first (`--arm "
+                           f"{arm.reuse} --seed {seed}`), or copy its exported run there (`cp -r "
+                           f"EXPORT/{arm.reuse}/seed{seed} {source}`, EXPORT being a folder `sand sweep --export` "
+                           "wrote) and add `--rebuild-starts` to train its SFT start again")
+                console.print(f"[red]arm {arm.name} seed {seed} not started[/]: {message}")
+                outcomes.append(RunOutcome(arm.name, seed, str(path), "failed", message=message))
                 continue
             if stop.signum is not None:
                 raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)

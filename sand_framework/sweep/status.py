@@ -61,8 +61,9 @@ def sweep_status(spec: SweepSpec, out: Path) -> list[RunStatus]:
 
 def run_status(arm: str, seed: int, path: Path) -> RunStatus:
     state = (read_json(path / RunLayout.STATE, {}) or {}) if path.is_dir() else {}
-    done = list(state.get(RunLayout.STATE_DONE) or {})
-    started = [s for s in (state.get(RunLayout.STATE_FINGERPRINTS) or {}) if s not in done]
+    state = state if isinstance(state, dict) else {}
+    done = _stages(state.get(RunLayout.STATE_DONE))
+    started = [s for s in _stages(state.get(RunLayout.STATE_FINGERPRINTS)) if s not in done]
     current = min(started, key=RunLayout.stage_rank) if started else None
     holder = RunDir(path).held_by() if path.is_dir() else None
     if finished(path):
@@ -75,6 +76,13 @@ def run_status(arm: str, seed: int, path: Path) -> RunStatus:
         what = "not started"
     return RunStatus(arm, seed, what, done, current, stage_progress(path, current) if current else "",
                      wall_seconds(path) if path.is_dir() else None)
+
+
+def _stages(recorded: object) -> list[str]:
+    """The stage names among a state.json entry's keys: a hand-edited file may hold others (or no mapping), which
+    the status shows nothing of instead of failing on them; the run itself refuses such a file when resumed."""
+    return [s for s in recorded if isinstance(s, str) and RunLayout.parse_stage(s) is not None] \
+        if isinstance(recorded, dict) else []
 
 
 def stage_progress(path: Path, stage: str) -> str:

@@ -982,3 +982,42 @@ def test_status_says_where_every_run_stands(finished_sweep):
         rows["control/seed2"]
     assert "7 runs: 5 finished, 1 stopped, 1 running" in proc.stdout
     assert not (out / "results.md").exists()
+
+
+def test_status_reads_only_stage_names_from_a_hand_edited_state(tmp_path):
+    """A key that is not a stage (or a state that is not a mapping) is left out, not a crash of `--status`."""
+    from sand_framework.sweep.status import run_status
+
+    rd = RunDir(tmp_path / "run")
+    rd.path.mkdir()
+    rd.write_json("state.json", {"done": {"expert": {}, "my note": 1}, "fingerprints": {"by hand": {}, "7": {},
+                                                                                      "train/iter0": {}}})
+    row = run_status("a", 0, rd.path)
+    assert (row.state, row.done, row.current) == ("stopped", ["expert"], "train/iter0")
+    rd.write_json("state.json", ["not", "a", "mapping"])
+    assert run_status("a", 0, rd.path).state == "not started"
+
+
+def test_an_arm_whose_lender_is_not_here_says_how_to_get_it_and_starts_nothing(tmp_path):
+    """`--arm control` on a fresh machine: before, the copy of the lender's stages failed with "not a SAND run
+    directory (no recipe.yaml)" and left an empty run directory."""
+    path = write_sweep(tmp_path, ARMS, seeds=(0,))
+    proc = sand("sweep", str(path), "--arm", "control", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert f"it reuses arm sand, whose run {tmp_path / 'out' / 'sand' / 'seed0'} is not here" in said
+    assert "`--arm sand --seed 0`" in said and "--rebuild-starts" in said
+    assert not (tmp_path / "out" / "control" / "seed0").exists()
+
+
+def test_a_lender_that_cannot_be_reused_leaves_no_run_to_resume_without_it(tmp_path):
+    """Before, the arm's run directory was created and then the reuse failed: the next sweep resumed that directory
+    as a run of its own, which trained an SFT start of its own instead of adopting the seed's."""
+    path = write_sweep(tmp_path, ARMS, seeds=(0,))
+    lender = tmp_path / "out" / "sand" / "seed0"
+    lender.mkdir(parents=True)
+    (lender / "recipe.yaml").write_text("")  # damaged
+    proc = sand("sweep", str(path), "--arm", "control", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "recipe.yaml is damaged" in " ".join((proc.stdout + proc.stderr).split())
+    assert not (tmp_path / "out" / "control" / "seed0").exists()

@@ -141,6 +141,26 @@ def test_engines_placed_apart_stay_awake_and_all_sleep_for_training(monkeypatch)
     assert policy.agent_llm.events == ["sleep", "wake"] and policy.base_llm.events == ["sleep"]
 
 
+def test_a_plan_the_engine_cannot_place_is_a_named_error_not_a_bug_report(monkeypatch):
+    """The run's start checks both (validate's plan checks, this machine's GPUs); the engine's own planning says
+    the same where it is reached anyway (GPUs gone since the start, `sand eval`)."""
+    import sand_builtins.policies.vllm_backend as vb
+    from sand_framework.errors import MachineNotReady, RecipeError
+
+    monkeypatch.setattr(vb, "device_count_and_memory", lambda: (2, 80.0))
+    policy = VLLMPolicy(VLLMParams(tensor_parallel_size=2))
+    policy.on_cpu, policy.base_path = False, "base"
+    policy.expect_agent_weights("full")  # two engines on 2 GPUs: one GPU each, tp=2 does not fit
+    with pytest.raises(MachineNotReady, match="tensor_parallel_size=2 but the base engine has 1 GPU"):
+        policy._plan()
+    monkeypatch.setattr(vb, "model_heads", lambda path: (28, 4))
+    policy = VLLMPolicy(VLLMParams(tensor_parallel_size=8))
+    policy.on_cpu, policy.base_path = False, "base"
+    monkeypatch.setattr(vb, "device_count_and_memory", lambda: (8, 80.0))
+    with pytest.raises(RecipeError, match="policy 'vllm': .*tensor_parallel_size=8"):
+        policy._plan()
+
+
 @pytest.mark.parametrize("gpus, expect", [
     ("1", ["engine base: GPU 0", "gpu_memory_utilization=0.45", "engine agent: GPU 0", "both awake",
            "train (full fine-tune): GPU 0, in the run's process"]),

@@ -17,6 +17,7 @@ pytest.importorskip("openai")
 from sand_builtins.policies.openai_client.endpoints import server_root  # noqa: E402
 from sand_builtins.policies.openai_client.errors import ServerRequestError  # noqa: E402
 from sand_builtins.policies.openai_client.policy import OpenAIPolicy  # noqa: E402
+from sand_framework.errors import ComponentError  # noqa: E402
 from sand_framework.types import SamplingParams  # noqa: E402
 
 GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=4)
@@ -200,13 +201,22 @@ def test_agent_servers_need_a_link_and_a_link_must_be_one(tiny_model_dir, server
         "policy[openai].sleep_level: must be one of 1 | 2, got 3"]
     real = tmp_path / "real"
     real.mkdir()
+    # a real folder is refused where the recipe is checked (sand validate: a recipe problem, not mid-run) ...
+    assert component_params(load_plugins().registries(), "policy", "openai",
+                            {"agent_base_urls": ["http://127.0.0.1:1/v1"], "agent_model_link": str(real)})[1] == [
+        f"policy[openai]: agent_model_link {str(real)!r} is a real file or folder, not a symbolic link: the policy "
+        "re-links it to each new agent's weights, and would have to delete it; give a path that is a symbolic link, "
+        "or none yet (the policy creates it)"]
+    # ... and one that becomes real after the check is the policy's ComponentError, not a bug report
+    link = tmp_path / "later"
     agent = servers("agent")
-    pol = _policy(tiny_model_dir, [servers("base").url], agent_base_urls=[agent.url], agent_model_link=str(real))
+    pol = _policy(tiny_model_dir, [servers("base").url], agent_base_urls=[agent.url], agent_model_link=str(link))
+    link.mkdir()
     folder = tmp_path / "final"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     try:
-        with pytest.raises(ValueError, match="not a symbolic link"):
+        with pytest.raises(ComponentError, match="has become a real file or folder"):
             pol.set_agent_weights(str(folder))
     finally:
         pol.close()

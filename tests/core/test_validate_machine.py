@@ -135,3 +135,19 @@ def test_the_flag_goes_with_plan(tmp_path):
     path = sweep_file(tmp_path, [{"name": "smoke", "recipe": "smoke"}])
     result = CliRunner().invoke(main, ["sweep", path, "--for-another-machine"])
     assert result.exit_code == 2 and "--for-another-machine goes with --plan" in result.output
+
+
+def test_a_data_file_of_another_environments_task_ids_is_a_recipe_problem(tmp_path):
+    """Before, such a file validated and the run trained on it for hours, to fail at the first rollout's reset."""
+    from bad_inputs import FOREIGN_IDS
+
+    data = tmp_path / "sciworld.sharegpt.json"
+    data.write_text(FOREIGN_IDS)
+    result = validate("smoke", "data.source=sharegpt", f"data.path={data}", "--for-another-machine")
+    assert result.exit_code == 2, result.output
+    assert "data.path: 2 of the file's 2 task id(s) are not 'textworld_express' tasks: '0_12' (bad task id" \
+        in result.output
+    own = tmp_path / "own.sharegpt.json"  # the same file with this environment's ids validates
+    own.write_text(FOREIGN_IDS.replace('"0_12"', '"twc:numLocations=2:train:1"')
+                   .replace('"0_13"', '"twc:numLocations=2:train:2"'))
+    assert validate("smoke", "data.source=sharegpt", f"data.path={own}", "--for-another-machine").exit_code == 0

@@ -262,6 +262,34 @@ def test_handcoded_expert_fallback_solves(env, tmp_path):
 
 
 @needs_engine
+def test_a_game_the_handcoded_expert_cannot_solve_is_dropped_not_the_stage(env, monkeypatch, caplog):
+    """Before, a RuntimeError ended the whole expert stage (the bug path) on one unsolvable game."""
+    from sand_builtins.environments.alfworld import expert
+    from sand_framework.engine.expert import expert_trajectory
+
+    task = _short_tasks(env, "seen", 1)[0]
+    bare = AlfworldEnv(AlfworldEnv.Params(data_dir=DATA))
+    bare._expert_files = {"valid_seen": {}}
+    monkeypatch.setattr(expert, "handcoded_expert_actions", lambda start, gamefile: None)
+    try:
+        traj = expert_trajectory(bare, task)
+    finally:
+        bare.close()
+    assert traj.steps == [] and not traj.success  # the expert stage keeps successful trajectories only
+    assert "the handcoded expert did not solve" in caplog.text
+
+
+def test_a_damaged_expert_file_names_itself_and_the_fix(tmp_path):
+    from sand_builtins.environments.alfworld.games import stored_experts
+    from sand_framework.errors import EnvironmentUnavailable
+
+    (tmp_path / "expert_trajs").mkdir()
+    (tmp_path / "expert_trajs" / "valid_seen.jsonl").write_text('{"game": "a/b/c", "actions": ["look"]}\n{"gam')
+    with pytest.raises(EnvironmentUnavailable, match=r"valid_seen.jsonl:2 is not an expert record .*alfworld-download"):
+        stored_experts(tmp_path, "valid_seen")
+
+
+@needs_engine
 def test_no_process_wide_patch_outlives_a_call(env):
     # The 0.3.5 expert wraps the installed one, and the translation cache is in place only during a call.
     import importlib

@@ -206,7 +206,7 @@ class TextWorldExpressEnv(TextEnvironment["TextWorldExpressEnv.Params"]):
             if p.n_train + p.n_seen > len(seeds):
                 raise ValueError(
                     f"textworld_express: n_train + n_seen = {p.n_train + p.n_seen} exceeds the "
-                    f"{len(seeds)} seeds of {p.game}'s train fold"
+                    f"{len(seeds)} seeds of {p.game}'s train fold; lower environment.n_train or environment.n_seen"
                 )
             chosen = seeds[: p.n_train] if split == "train" else seeds[len(seeds) - p.n_seen :]
             return [self.task_id("train", s) for s in chosen]

@@ -77,7 +77,8 @@ from sand_builtins.policies.vllm_params import VLLMParams
 from sand_builtins.policies.vllm_pump import RequestPump
 from sand_builtins.policies.vllm_sampling import one_sample_each, prompt_limit, request_params
 from sand_framework import hookimpl
-from sand_framework.errors import ModelUnavailable
+from sand_framework.accelerator import PlanImpossible
+from sand_framework.errors import MachineNotReady, ModelUnavailable, RecipeError
 from sand_framework.logs import children_output_to_run_log
 from sand_framework.rollout import EngineMeter
 from sand_framework.types import Chat, Completion, Role, SamplingParams
@@ -163,9 +164,14 @@ class VLLMPolicy(LocalPolicy[VLLMParams]):
     def _plan(self) -> EnginePlan:
         if self.plan is None:
             gpus, memory = (0, None) if self.on_cpu else device_count_and_memory()
-            self.plan = plan_engines(gpus, self.params, self._expected_weights, memory,
-                                     weights_gb(self.base_path) if gpus == 1 else None,
-                                     model_heads(self.base_path) if gpus else None)
+            try:
+                self.plan = plan_engines(gpus, self.params, self._expected_weights, memory,
+                                         weights_gb(self.base_path) if gpus == 1 else None,
+                                         model_heads(self.base_path) if gpus else None)
+            except PlanImpossible as exc:  # no machine holds it: the recipe's problem (sand validate says so too)
+                raise RecipeError([f"policy 'vllm': {exc}"]) from None
+            except ValueError as exc:  # a plan these GPUs cannot hold (the run's start checks it; GPUs can go)
+                raise MachineNotReady([f"policy 'vllm': {exc}"]) from None
             log.info("vLLM engines: %s", "; ".join(
                 f"{e.role} on {list(e.devices) or 'CPU'} (tp={e.tensor_parallel_size}, lora={e.enable_lora}, "
                 f"eager={e.enforce_eager})" for e in self.plan.engines))

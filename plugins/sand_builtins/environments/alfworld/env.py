@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from sand_framework.components.environment import MAX_EPISODE_STEPS
 from sand_framework.components.text_environment import Outcome, TextEnvironment
 from sand_framework.config.paramdoc import SpeedOnly
 from sand_framework.types import Trajectory
+
+log = logging.getLogger(__name__)
 
 
 class AlfworldEnv(TextEnvironment["AlfworldEnv.Params"]):
@@ -214,7 +217,9 @@ class AlfworldEnv(TextEnvironment["AlfworldEnv.Params"]):
     # ------------------------------------------------------------ expert
 
     def expert_actions(self, task_id: str) -> list[str]:
-        """The expert's actions in this game's syntax (stored file first, else the live handcoded expert)."""
+        """The expert's actions in this game's syntax (stored file first, else the live handcoded expert); none
+        (an empty list, warned) for a game the handcoded expert cannot solve, whose trajectory the expert stage then
+        drops as unsuccessful instead of ending the stage."""
         syntax = self.put_syntax(task_id)
         if task_id not in self._experts:
             actions = self._stored_expert(task_id)
@@ -245,6 +250,8 @@ class AlfworldEnv(TextEnvironment["AlfworldEnv.Params"]):
 
         with translations_cached(self.params.cache_games):
             actions = handcoded_expert_actions(start, gamefile)
-        if actions is None:
-            raise RuntimeError(f"alfworld: the handcoded expert did not solve {task_id!r} in {EXPERT_CAP} steps")
+        if actions is None:  # no gold path: the expert stage drops the empty, unsuccessful trajectory
+            log.warning("alfworld: the handcoded expert did not solve %r in %d steps; the game has no expert "
+                        "trajectory", task_id, EXPERT_CAP)
+            return []
         return actions

@@ -94,10 +94,16 @@ def stored_experts(root: Path, split_dir: str) -> dict[str, list[str]]:
     table: dict[str, list[str]] = {}
     path = root / "expert_trajs" / f"{split_dir}.jsonl"
     if path.is_file():
-        for line in path.read_text().splitlines():
+        for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if line.strip():
-                rec = json.loads(line)
-                if rec.get("won", True):
-                    game = str(rec["game"]).split("json_2.1.1/", 1)[-1]
-                    table[game] = [str(a) for a in rec["actions"]]
+                try:
+                    rec = json.loads(line)
+                    if rec.get("won", True):
+                        game = str(rec["game"]).split("json_2.1.1/", 1)[-1]
+                        table[game] = [str(a) for a in rec["actions"]]
+                except (json.JSONDecodeError, AttributeError, KeyError, TypeError) as exc:
+                    raise EnvironmentUnavailable(
+                        f"alfworld: {path}:{lineno} is not an expert record ({type(exc).__name__}: {str(exc)[:120]}):"
+                        " the game data is damaged. Download it again (`alfworld-download`), or delete that file:"
+                        " the handcoded expert then solves each game live") from None
     return table

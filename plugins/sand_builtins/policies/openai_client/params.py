@@ -7,6 +7,7 @@ class names them as its ``Params``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Interval
@@ -94,6 +95,11 @@ class OpenAIParams:
         if agents and not self.agent_model_link:
             raise ValueError("agent_base_urls needs agent_model_link: the path (a symbolic link) the agent servers "
                              "serve, which each new full-model agent is linked to before they reload it")
+        link = Path(self.agent_model_link).expanduser() if self.agent_model_link else None
+        if link is not None and link.exists() and not link.is_symlink():
+            raise ValueError(f"agent_model_link {str(link)!r} is a real file or folder, not a symbolic link: the "
+                             "policy re-links it to each new agent's weights, and would have to delete it; give a "
+                             "path that is a symbolic link, or none yet (the policy creates it)")
 
     def urls(self) -> list[str]:
         """The servers' API roots, without trailing slashes."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sand_builtins.models import is_adapter
 from sand_framework.components.kinds import Policy
-from sand_framework.errors import ModelUnavailable, SandError
+from sand_framework.errors import ComponentError, ModelUnavailable, SandError
 from sand_framework.prompting import cut_at_stop, fit_prompt, report_shortened
 from sand_framework.types import Chat, Completion, Role, SamplingParams
 
@@ -221,8 +221,9 @@ class OpenAIPolicy(Policy[OpenAIParams]):
         """Point ``agent_model_link`` at ``folder`` and have every agent server reload its weights from it."""
         link = Path(self.params.agent_model_link).expanduser()
         if link.exists() and not link.is_symlink():
-            raise ValueError(f"policy 'openai': agent_model_link {link} is a real file or folder, not a symbolic "
-                             f"link; give a path the policy may re-link (the agent servers serve it)")
+            raise ComponentError(f"policy 'openai': agent_model_link {link} has become a real file or folder, "
+                                 "not a symbolic link; give a path the policy may re-link (the agent servers "
+                                 "serve it)")
         link.parent.mkdir(parents=True, exist_ok=True)
         tmp = link.with_name(f".{link.name}.tmp")
         if tmp.is_symlink() or tmp.exists():
