@@ -121,7 +121,7 @@ def file_task_problems(recipe: Recipe, registries: Registries, trajs: list) -> l
 
     name, params = recipe.slots["environment"]
     try:
-        env = registries["environment"].get(name)(params)
+        env = registries.build("environment", name, params)
     except Exception:  # noqa: BLE001 - e.g. ALFWorld without its game data: a machine finding reported elsewhere
         return []
     try:
