@@ -136,21 +136,21 @@ def chunk_phases(shape: Shape, recipe: Recipe, agent: Engine, base: Engine, traj
             [replace(critique, role="base"), replace(synthesis, role="base")]]
 
 
-def plan_for(gpus: int, lora: bool):
-    """The ``vllm`` policy's plan for the paper recipe on ``gpus`` H100s (80 GB)."""
+def plan_for(gpus: int, lora: bool, placement: str = "auto"):
+    """The ``vllm`` policy's plan for the paper recipe on ``gpus`` H100s (80 GB), with ``policy.placement``."""
     from sand_builtins.policies.engine_plan import plan_engines
     from sand_builtins.policies.vllm_backend import VLLMPolicy
 
-    params = VLLMPolicy.Params()
+    params = VLLMPolicy.Params(placement=placement)
     return plan_engines(gpus, params, agent_weights="adapter" if lora else "full",
                         gpu_memory_gb=LLAMA_8B["gpu_memory_gb"], weights_gb=LLAMA_8B["weights_gb"],
                         heads=LLAMA_8B["heads"])
 
 
 def project(gpus: int, lora: bool, depth: int, shape: Shape = Shape(), recipe: Recipe = Recipe(),
-            scale: float = 1.0) -> dict:
+            scale: float = 1.0, placement: str = "auto") -> dict:
     """Hours of one iteration's data-building stage, and each engine's busy and used shares of it."""
-    plan = plan_for(gpus, lora)
+    plan = plan_for(gpus, lora, placement)
     agent_spec, base_spec = plan.spec("agent"), plan.spec("base")
     one_engine = agent_spec is base_spec
     shared = one_engine or set(agent_spec.devices) & set(base_spec.devices)
@@ -160,24 +160,26 @@ def project(gpus: int, lora: bool, depth: int, shape: Shape = Shape(), recipe: R
     chunks = math.ceil(shape.trajectories / recipe.synthesis_batch)
     batches = [chunk_phases(shape, recipe, agent, base, recipe.synthesis_batch) for _ in range(chunks)]
     got = stage_sim.simulate(batches, depth, layout)
-    return {"gpus": gpus, "lora": lora, "depth": depth,
+    return {"gpus": gpus, "lora": lora, "placement": placement, "depth": depth,
             "engines": [f"{e.role}: GPUs {','.join(map(str, e.devices))} (tp={e.tensor_parallel_size})"
                         for e in plan.engines],
             "idle_gpus": list(plan.idle), "engines_share_gpus": bool(shared), "chunks": chunks,
             "hours": round(got["wall_seconds"] / 3600, 2), "busy": got["busy"], "used": got["used"]}
 
 
-CASES = ((1, True), (8, True), (8, False))
-"""(GPUs, LoRA): one GPU with LoRA (the paper recipe's one-GPU line), 8 GPUs with LoRA, 8 GPUs full fine-tune."""
+CASES = ((1, True, "auto"), (8, True, "auto"), (8, False, "auto"), (8, False, "shared"))
+"""(GPUs, LoRA, ``policy.placement``): one GPU with LoRA (the paper recipe's one-GPU line), 8 GPUs with LoRA, 8 GPUs
+full fine-tune as the planner lays it out by default (an engine per half) and with both engines on every GPU."""
 
 
 def table(scale: float = 1.0) -> list[dict]:
     """Every case chunked and streamed, at the SFT start's turn length and a deliberating agent's."""
     rows = []
     for tokens in (31.0, 49.0):
-        for gpus, lora in CASES:
+        for gpus, lora, placement in CASES:
             for depth in (1, 2):
-                row = project(gpus, lora, depth, replace(Shape(), agent_tokens=tokens), scale=scale)
+                row = project(gpus, lora, depth, replace(Shape(), agent_tokens=tokens), scale=scale,
+                              placement=placement)
                 rows.append({"agent_tokens": tokens, **row})
     return rows
 

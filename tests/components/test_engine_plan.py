@@ -72,6 +72,24 @@ def test_one_gpu_splits_its_memory_when_both_fit_else_swaps():
     assert not swap.both_awake and swap.spec("base").devices == swap.spec("agent").devices
 
 
+def test_shared_placement_puts_both_engines_on_every_gpu_where_the_weights_fit_twice():
+    shared = plan_engines(8, VLLMParams(placement="shared"), "full", gpu_memory_gb=80, weights_gb=16, heads=(32, 8))
+    assert shared.both_awake and not shared.idle
+    assert [e.devices for e in shared.engines] == [tuple(range(8))] * 2
+    assert [(e.tensor_parallel_size, e.gpu_memory_utilization) for e in shared.engines] == [(8, 0.45)] * 2
+    assert plan_engines(8, VLLMParams(), "full", gpu_memory_gb=80, weights_gb=16, heads=(32, 8)).spec(
+        "agent").devices == (4, 5, 6, 7)  # auto stays the split layout
+    # 28 heads do not split over 8: both engines take the same 4, and the plan says the others idle
+    qwen = plan_engines(8, VLLMParams(placement="shared"), "full", gpu_memory_gb=80, weights_gb=15, heads=(28, 4))
+    assert qwen.idle == (4, 5, 6, 7) and qwen.spec("base").devices == qwen.spec("agent").devices
+    with pytest.raises(ValueError, match="placement=shared.*do not fit"):
+        plan_engines(1, VLLMParams(placement="shared"), "full", gpu_memory_gb=24, weights_gb=16)
+    unknown = plan_engines(2, VLLMParams(placement="shared"), "full")
+    assert unknown.both_awake and "unknown" in unknown.notes[-1]
+    # one engine serves both roles when the agent is an adapter: nothing to share
+    assert len(plan_engines(8, VLLMParams(placement="shared"), "adapter", 80, 16).engines) == 1
+
+
 def test_visible_devices_narrows_and_restores(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6,7")
     with visible_devices((2, 3)):

@@ -158,21 +158,24 @@ def test_in_process_training_then_the_engine_starts(tiny, tmp_path):
         policy.close()
 
 
-def test_two_engines_both_awake_for_a_full_model_agent(tiny, tmp_path):
+@pytest.mark.parametrize("placement", ["auto", "shared"])
+def test_two_engines_both_awake_for_a_full_model_agent(tiny, tmp_path, placement):
     """A full fine-tune's layout: base and agent engines on separate GPUs (2+), or both on one GPU at half the
-    memory each; no sleep/wake swap between the roles; then both sleep for training and wake with the same
-    outputs."""
+    memory each (``shared``: on all the GPUs at half the memory each); no sleep/wake swap between the roles; then
+    both sleep for training and wake with the same outputs."""
     pytest.importorskip("vllm")
     from sand_builtins.policies.vllm_backend import VLLMParams, VLLMPolicy
 
     agent = _full_agent(tiny, tmp_path / "agent")
-    policy = VLLMPolicy(VLLMParams(gpu_memory_utilization=0.6, max_model_len=512))
+    policy = VLLMPolicy(VLLMParams(gpu_memory_utilization=0.6, max_model_len=512, placement=placement))
     policy.expect_agent_weights("full")
     try:
         policy.setup(str(tiny))
         policy.set_agent_weights(agent)
         assert [e.role for e in policy.plan.engines] == ["base", "agent"]
-        if torch.cuda.device_count() >= 2:
+        if placement == "shared":
+            assert policy.plan.spec("base").devices == policy.plan.spec("agent").devices
+        elif torch.cuda.device_count() >= 2:
             assert set(policy.plan.spec("base").devices).isdisjoint(policy.plan.spec("agent").devices)
         assert policy.plan.both_awake
         base = [c.text for c in policy.generate([CHAT], _greedy(), role="base")[0]]

@@ -17,7 +17,8 @@ full model: a full fine-tune (``trainer.lora: false``) or ``lora_mode: merge``.
   (sleep mode: the one not asked for sleeps), as before.
 
 ``placement: swap`` keeps the old layout (one GPU group, one engine awake at a
-time). Engines always sleep during a training stage when sleep mode is on.
+time); ``placement: shared`` puts both engines on all the GPUs at half the memory
+each, both awake, as one GPU does (:func:`_shared`). Engines always sleep during a training stage when sleep mode is on.
 CUDA graphs are on on GPUs (``enforce_eager`` by device), and only an engine
 that serves adapters starts with ``enable_lora`` (LoRA kernels cost
 throughput and memory on every request). :func:`engine_kwargs` turns one
@@ -283,15 +284,15 @@ def plan_engines(gpus: int, params: Any, agent_weights: str | None = None, gpu_m
         used = {d for e in engines for d in e.devices}
         return EnginePlan(engines, both_awake=not sleep, idle=tuple(i for i in everything if i not in used),
                           notes=notes)
+    if params.placement == "shared":
+        return _shared(gpus, everything, util, weights_gb, gpu_memory_gb, roles, spec, notes)
     if gpus >= 2:
         half = gpus // 2
         engines = [spec("base", everything[:half], util), spec("agent", everything[half:], util)]
         used = {d for e in engines for d in e.devices}
         return EnginePlan(engines, both_awake=True, idle=tuple(i for i in everything if i not in used), notes=notes)
     # two engines, one GPU: split its memory if the weights fit twice, else take turns
-    fits = None
-    if weights_gb is not None and gpu_memory_gb:
-        fits = weights_gb * 1.2 + KV_MIN_GB <= util / 2 * gpu_memory_gb
+    fits = fits_twice(weights_gb, 1, util, gpu_memory_gb)
     if fits:
         engines = [spec(r, everything, round(util / 2, 3)) for r in roles]
         notes.append(f"both engines awake on GPU 0 at gpu_memory_utilization={util / 2:.3g} each "
@@ -302,6 +303,34 @@ def plan_engines(gpus: int, params: Any, agent_weights: str | None = None, gpu_m
            f"weights of {weights_gb:.1f} GB do not fit twice in {util:.2g} x {gpu_memory_gb:.0f} GB")
     notes.append(f"the engines take turns on GPU 0 (sleep mode, one awake at a time): {why}")
     return EnginePlan(engines, both_awake=not sleep, notes=notes)
+
+
+def fits_twice(weights_gb: float | None, tp: int, util: float, gpu_memory_gb: float | None) -> bool | None:
+    """Whether two engines of a model of ``weights_gb``, each tensor-parallel over ``tp`` GPUs, fit on the same
+    GPUs at half of ``util`` each with room for a KV cache (None: the size or the memory is unknown)."""
+    if weights_gb is None or not gpu_memory_gb:
+        return None
+    return weights_gb / tp * 1.2 + KV_MIN_GB <= util / 2 * gpu_memory_gb
+
+
+def _shared(gpus: int, everything: tuple[int, ...], util: float, weights_gb: float | None,
+            gpu_memory_gb: float | None, roles: list[str], spec: Any, notes: list[str]) -> EnginePlan:
+    """``placement: shared``: both engines tensor-parallel over the same GPUs at half the memory each, both
+    awake, so that every GPU serves whichever role has work (the split layout leaves a role's GPUs idle while
+    that role waits for the other's results)."""
+    half = round(util / 2, 3)
+    engines = [spec(r, everything, half) for r in roles]
+    tp = engines[0].tensor_parallel_size
+    fits = fits_twice(weights_gb, tp, util, gpu_memory_gb)
+    if fits is False:
+        raise ValueError(f"policy.placement=shared: two engines of {weights_gb:.1f} GB over {tp} GPU(s) do not fit "
+                         f"in {half:g} x {gpu_memory_gb:.0f} GB each with room for a KV cache; use placement "
+                         f"'auto' (separate GPUs) or a node with more GPUs or memory")
+    where = _devices(engines[0].devices)
+    notes.append(f"placement=shared: both engines awake on {where} at gpu_memory_utilization={half:g} each" + (
+        "" if fits else " (the model's size or the GPUs' memory is unknown here: the weights must fit twice)"))
+    used = {d for e in engines for d in e.devices}
+    return EnginePlan(engines, both_awake=True, idle=tuple(i for i in everything if i not in used), notes=notes)
 
 
 def engine_kwargs(spec: EngineSpec, params: Any, model: str, tokenizer: str, on_cpu: bool) -> dict[str, Any]:

@@ -166,7 +166,7 @@ class VLLMPolicy(LocalPolicy[VLLMParams]):
             gpus, memory = (0, None) if self.on_cpu else device_count_and_memory()
             try:
                 self.plan = plan_engines(gpus, self.params, self._expected_weights, memory,
-                                         weights_gb(self.base_path) if gpus == 1 else None,
+                                         weights_gb(self.base_path) if gpus == 1 or self.params.placement == "shared" else None,
                                          model_heads(self.base_path) if gpus else None)
             except PlanImpossible as exc:  # no machine holds it: the recipe's problem (sand validate says so too)
                 raise RecipeError([f"policy 'vllm': {exc}"]) from None

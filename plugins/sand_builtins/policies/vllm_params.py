@@ -48,10 +48,12 @@ class VLLMParams:
     gpu_memory_utilization: Annotated[float, Interval(gt=0, le=1)] = 0.9
     """GPU only: fraction of each GPU's memory for weights + KV cache, per engine; two engines sharing one GPU get
     half each (see ``placement``)."""
-    placement: Literal["auto", "swap"] = "auto"
+    placement: Literal["auto", "swap", "shared"] = "auto"
     """Where a full-model agent's engine goes next to the base engine (``sand plan RECIPE --gpus N`` shows it):
     ``auto`` = separate halves of the GPUs, or both awake on one GPU at half the memory each when the weights fit,
-    else taking turns; ``swap`` = always take turns on the same GPUs (sleep mode, one awake at a time)."""
+    else taking turns; ``swap`` = always take turns on the same GPUs (sleep mode, one awake at a time);
+    ``shared`` = both awake on all the GPUs at half the memory each, so no GPU waits while one role does (refused
+    where the weights do not fit twice; projected faster, docs/gpu.md, not yet measured on GPUs)."""
     kv_cache_space_gb: Annotated[float, Gt(0)] = 2.0
     """CPU only: KV cache size, exported as ``VLLM_CPU_KVCACHE_SPACE`` unless that is already set."""
     cpu_threads_bind: str = ""
