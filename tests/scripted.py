@@ -15,6 +15,7 @@ from sand_framework.types import Completion
 
 class ScriptedPolicy(Policy):
     name = "scripted"
+    seeds_per_chat = True  # generate() below honours SamplingParams.seeds
 
     def __init__(self, actions=("move north", "move south", "move east", "move west", "take coin"), seed=0):
         super().__init__()

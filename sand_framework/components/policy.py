@@ -35,6 +35,14 @@ class Policy(Component[P], abc.ABC):
     phases call the policy side by side; with False (the default, a model decoding in this process) it hands them
     one call at a time (:class:`sand_framework.synthesis.SerialPolicy`)."""
 
+    seeds_per_chat: ClassVar[bool] = False
+    """Optional. True when :meth:`generate` honours ``SamplingParams.seeds``: chat ``i``'s samples depend on its own
+    chat and ``seeds[i]`` only, whatever else shares the call (up to a batched forward's float rounding: a batching
+    engine's numerics may differ with its batch, as vLLM documents for serving). A method's explorations
+    (:func:`sand_framework.rollout.explore`) then play the episodes of different seed groups (IPR's Monte Carlo
+    rollouts of different states, RFT's samples of different tasks) in the same waves and model calls, up to the
+    executor's ``max_parallel``; with False each group plays apart (so its batch is its own), as before 0.3.6."""
+
     @abc.abstractmethod
     def setup(self, base_model: str) -> None:
         """Required. Load the base model (a local path or hub id, already resolved from an alias).

@@ -18,7 +18,12 @@ Sampling seeds and batching: every sampled turn carries its own seed (the
 episode's seed, ``derive_seed(group seed, "episode", i)`` for the ``i``-th
 request of its seed group, and the turn index: :func:`~sand_framework.rollout.episodes.turn_seed`).
 With ``group_by_seed`` (the default) the requests that carry the same ``seed``
-are played together and apart from the others, so an episode's result depends
+form a seed group, and an episode's seed is its place in its group. A policy
+whose samples depend only on each chat's own seed (``Policy.seeds_per_chat``:
+every built-in one) plays all the groups in shared waves of ``max_parallel``
+and shared model calls (IPR's Monte Carlo rollouts of every state at once,
+not five at a time); any other plays each group apart, so that the call's seed
+is the group's. Either way an episode's result depends
 only on its own request and its seed group — not on which other tasks happen
 to be in the batch (what makes a method's units identical after a resume that
 redoes part of a batch) — and, for backends that seed per request
@@ -113,21 +118,31 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
     own_pool = pool is None
     pool = pool if pool is not None else EnvPool(env)
     out: list[Exploration | None] = [None] * len(requests)
+    sampled = sampling.temperature > 0
     try:
         groups: dict[Any, list[int]] = {}
         for i, req in enumerate(requests):
-            sampled = group_by_seed and sampling.temperature > 0
-            key = (req.seed if req.seed is not None else sampling.seed) if sampled else 0
+            key = (req.seed if req.seed is not None else sampling.seed) if group_by_seed and sampled else 0
             groups.setdefault(key, []).append(i)
-        for key, idx in groups.items():
+        # each request's episode seed: its position in its seed group, whatever wave it plays in
+        seeds: list[int | None] = [None] * len(requests)
+        for idx in groups.values():
             group_seed = requests[idx[0]].seed if requests[idx[0]].seed is not None else sampling.seed
+            for pos, i in enumerate(idx):
+                seeds[i] = None if group_seed is None else derive_seed(group_seed, "episode", pos)
+        shared = group_by_seed and sampled and bool(getattr(policy, "seeds_per_chat", False))
+        # a policy that seeds per chat makes each episode independent of its batch: the groups share waves (and
+        # model calls); otherwise each group plays apart, so that its call seed is its own
+        waves = [[i for idx in groups.values() for i in idx]] if shared else list(groups.values())
+        for idx in waves:
+            call_seed = sampling.seed if shared else (
+                requests[idx[0]].seed if requests[idx[0]].seed is not None else sampling.seed)
             wave = len(idx) if not max_parallel else max(1, max_parallel)
             for w in range(0, len(idx), wave):
                 part = idx[w:w + wave]
-                # the episodes' seeds are their positions in the group (w + k), never the wave's: max_parallel
-                # changes only how many play at once
-                for i, res in zip(part, _play([requests[i] for i in part], env, policy, sampling, group_seed, pool,
-                                              role, verify_replay, mode, max_concurrency, first=w)):
+                for i, res in zip(part, _play([requests[i] for i in part], env, policy, sampling,
+                                              [seeds[i] for i in part], call_seed, pool, role, verify_replay,
+                                              mode, max_concurrency)):
                     out[i] = res
     finally:
         if own_pool:
@@ -136,10 +151,10 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
 
 
 def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, sampling: SamplingParams,
-          seed: int | None, pool: EnvPool, role: Role, verify: bool, mode: str = "lockstep",
-          max_concurrency: int | None = None, first: int = 0) -> list[Exploration]:
-    """One wave: ``requests`` are the seed group's (``seed``) requests ``first``, ``first + 1`` ...; the ``i``-th
-    of the group plays with seed ``derive_seed(seed, "episode", i)``, whichever wave it is in."""
+          seeds: list[int | None], call_seed: int | None, pool: EnvPool, role: Role, verify: bool,
+          mode: str = "lockstep", max_concurrency: int | None = None) -> list[Exploration]:
+    """One wave: request ``k`` plays with episode seed ``seeds[k]`` (its place in its seed group, see
+    :func:`explore`); ``call_seed`` seeds what has no episode seed (greedy turns)."""
     handles = pool.take(len(requests))
     prefixes = [replayable(r.trajectory.steps[:r.prefix]) for r in requests]
     positioned = pool.replay_all([
@@ -170,11 +185,10 @@ def _play(requests: list[ExploreRequest], env: Environment, policy: Policy, samp
         if cap - req.prefix <= 0:
             continue
         episode = Episode(env=h, chat=trajectory_chat(traj, upto=len(traj.steps)), steps_left=cap - req.prefix,
-                          reward=traj.reward, success=traj.success,
-                          seed=None if seed is None else derive_seed(seed, "episode", first + k))
+                          reward=traj.reward, success=traj.success, seed=seeds[k])
         live.append((ex, episode))
     if live:
-        sp = SamplingParams(temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens, seed=seed)
+        sp = SamplingParams(temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens, seed=call_seed)
         pool.run_episodes([ep for _, ep in live], policy, sp, role=role, mode=mode,
                           max_concurrency=max_concurrency or len(live))  # counted in the pool's stats
     for ex, ep in live:

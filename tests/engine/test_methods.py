@@ -151,9 +151,16 @@ def test_explore_results_do_not_depend_on_the_other_tasks_in_the_call(world, twx
     alone = explore(reqs[3:6], twx, ScriptedPolicy(), sp, pool=pool(world), max_parallel=4)
     assert [e.trajectory.to_dict() for e in together[3:6]] == [e.trajectory.to_dict() for e in alone]
     assert len({tuple(e.trajectory.actions) for e in together[:3]}) > 1  # the seed group's samples differ
+    # a policy that seeds per chat plays the seed groups in shared waves of max_parallel: the same episodes
     policy = ScriptedPolicy()
-    explore(reqs, twx, policy, sp, pool=pool(world), max_parallel=4)
-    assert policy.calls[0][1] == 3  # one call per depth per seed group
+    assert [e.trajectory.to_dict() for e in explore(reqs, twx, policy, sp, pool=pool(world), max_parallel=4)] == \
+        [e.trajectory.to_dict() for e in together]
+    assert policy.calls[0][1] == 4
+    apart = ScriptedPolicy()
+    apart.seeds_per_chat = False  # one that cannot: each group plays apart, one call per depth per group
+    assert [e.trajectory.to_dict() for e in explore(reqs, twx, apart, sp, pool=pool(world), max_parallel=4)] == \
+        [e.trajectory.to_dict() for e in together]
+    assert apart.calls[0][1] == 3
     policy = ScriptedPolicy()
     explore(reqs, twx, policy, sp, pool=pool(world), max_parallel=4, group_by_seed=False)
     assert policy.calls[0][1] == 4  # waves of max_parallel across the groups
@@ -180,8 +187,14 @@ def test_explorations_on_the_real_model_do_not_depend_on_max_parallel(world, pol
     sp = SamplingParams(temperature=1.0, max_new_tokens=12, seed=5)
     reqs = [ExploreRequest(t, seed=200 + i, max_steps=2) for i, t in enumerate(experts(env)[:2]) for _ in range(4)]
     played = {n: [e.trajectory.to_dict() for e in explore(reqs, env, policy, sp, pool=pool(world), max_parallel=n)]
-              for n in (1, 4)}
-    assert played[1] == played[4]
+              for n in (1, 8)}
+    assert played[1] == played[8]  # 8: both tasks' groups in one wave, in the same model calls
+    policy.seeds_per_chat = False  # each group apart, as a policy that cannot seed per chat plays them
+    try:
+        assert [e.trajectory.to_dict() for e in explore(reqs, env, policy, sp, pool=pool(world), max_parallel=8)] \
+            == played[8]
+    finally:
+        del policy.seeds_per_chat
     assert len({json.dumps(e["steps"]) for e in played[1][:4]}) > 1  # the group's samples differ
 
 

@@ -67,9 +67,10 @@ class EtoMethod(ExploringMethod["EtoMethod.Params"]):
         SFT start may be trained on a few (0: only the trajectories trained on). Their gold trajectories are never
         the next iteration's expert data."""
         cross_task_batching: bool = False
-        """With ``temperature`` > 0: sample all the batch's tasks in the same model calls (faster on a GPU)
-        instead of each task apart (a unit then depends on which tasks share its batch). Greedy exploration
-        always batches."""
+        """With ``temperature`` > 0: seed all the batch's tasks as one group (a unit then depends on which tasks
+        share its batch) instead of each from its task. A policy that seeds per chat (every built-in one:
+        ``Policy.seeds_per_chat``) shares the model calls across tasks either way, so this is no longer faster
+        (before 0.3.6 it was); without one, each task is sampled apart. Greedy exploration always batches."""
 
     def _truncation(self, env: Environment) -> int | None:
         t = self.params.truncate_rejected

@@ -89,9 +89,12 @@ class IprMethod(ExploringMethod["IprMethod.Params"]):
         SFT start may be trained on a few (0: only the trajectories trained on). Their gold trajectories are never
         the next iteration's expert data."""
         cross_task_batching: bool = False
-        """Sample the Monte Carlo rollouts of all the batch's states in the same model calls (faster on a GPU);
-        by default each state's ``mc_samples`` rollouts are sampled together and apart from the others, so a
-        unit does not depend on which tasks share its batch."""
+        """Seed the Monte Carlo rollouts of all the batch's states as one group (a unit then depends on which
+        tasks share its batch). By default each state's ``mc_samples`` rollouts are seeded from the state, so a
+        unit does not; with a policy that seeds per chat (every built-in one: ``Policy.seeds_per_chat``) the
+        states' rollouts still share the waves and model calls, up to ``executor.max_parallel``, so this is no
+        longer faster (before 0.3.6 it was: each state's 5 rollouts played alone); without one, each state's
+        rollouts play apart."""
 
     def extra_tasks(self) -> int:
         return self.params.explore_tasks

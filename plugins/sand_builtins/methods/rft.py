@@ -47,9 +47,11 @@ class RftMethod(ExploringMethod["RftMethod.Params"]):
         """Train on the expert trajectories too (the expert data plus the successes); false = the successes
         only (tasks the agent never solves then drop out of the iteration's SFT data)."""
         cross_task_batching: bool = False
-        """Sample the explorations of all the batch's tasks in the same model calls (faster on a GPU); by
-        default each task's ``k`` explorations are sampled together and apart from other tasks, so a unit does
-        not depend on which tasks share its batch (a resume that redoes part of a batch gives the same units)."""
+        """Seed the explorations of all the batch's tasks as one group (a unit then depends on which tasks share
+        its batch). By default each task's ``k`` explorations are seeded from the task, so a unit does not depend
+        on its batch (a resume that redoes part of a batch gives the same units); with a policy that seeds per
+        chat (every built-in one: ``Policy.seeds_per_chat``) they still share the model calls, so this is no
+        longer faster (before 0.3.6 it was); without one, each task is sampled apart."""
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
         p = self.params

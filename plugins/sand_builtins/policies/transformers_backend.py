@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 class TransformersPolicy(LocalPolicy["TransformersPolicy.Params"]):
     name = "transformers"
+    seeds_per_chat = True
     description = "Hugging Face transformers generate(); LoRA adapters via peft; CPU or GPU."
 
     @dataclass

@@ -91,6 +91,7 @@ class VLLMPolicy(LocalPolicy[VLLMParams]):
     requires = {"vllm": "vllm"}
     description = "vLLM offline engine (CPU or GPU) with prefix caching; LoRA per request or merged."
     concurrent_generate = True
+    seeds_per_chat = True
 
     Params = VLLMParams
 

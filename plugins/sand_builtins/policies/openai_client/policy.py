@@ -34,6 +34,7 @@ TOKENIZER_FIX = ("Fix: set policy.tokenizer to a local copy of the model's token
 
 class OpenAIPolicy(Policy[OpenAIParams]):
     name = "openai"
+    seeds_per_chat = True
     description = ("Completions from OpenAI-compatible servers (vllm serve, SGLang), spread over several; prompts "
                    "rendered locally with the model's own chat template and sent as token ids.")
 
