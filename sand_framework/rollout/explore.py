@@ -20,7 +20,7 @@ request of its seed group, and the turn index: :func:`~sand_framework.rollout.ep
 With ``group_by_seed`` (the default) the requests that carry the same ``seed``
 form a seed group, and an episode's seed is its place in its group. A policy
 whose samples depend only on each chat's own seed (``Policy.seeds_per_chat``:
-every built-in one) plays all the groups in shared waves of ``max_parallel``
+every built-in one) plays all the groups in shared waves of ``max_parallel`` (when set)
 and shared model calls (IPR's Monte Carlo rollouts of every state at once,
 not five at a time); any other plays each group apart, so that the call's seed
 is the group's. Either way an episode's result depends
@@ -130,7 +130,7 @@ def explore(requests: list[ExploreRequest], env: Environment, policy: Policy, sa
             group_seed = requests[idx[0]].seed if requests[idx[0]].seed is not None else sampling.seed
             for pos, i in enumerate(idx):
                 seeds[i] = None if group_seed is None else derive_seed(group_seed, "episode", pos)
-        shared = group_by_seed and sampled and bool(getattr(policy, "seeds_per_chat", False))
+        shared = group_by_seed and sampled and bool(max_parallel) and bool(getattr(policy, "seeds_per_chat", False))
         # a policy that seeds per chat makes each episode independent of its batch: the groups share waves (and
         # model calls); otherwise each group plays apart, so that its call seed is its own
         waves = [[i for idx in groups.values() for i in idx]] if shared else list(groups.values())

@@ -80,5 +80,5 @@ def test_docs_gpu_projection_table_is_the_scripts_output():
     # placement: shared puts both engines on every GPU: streamed, the GPUs are nearly always in use and the
     # stage is faster than the split layout's (docs/gpu.md states both)
     split, shared = full8[1], [r for r in full8 if r["placement"] == "shared" and r["depth"] == 2][0]
-    assert shared["engines_share_gpus"] and shared["hours"] < split["hours"]
+    assert shared["engines_share_gpus"] and split["hours"] / shared["hours"] >= 1.29  # "1.30x" in docs/gpu.md
     assert shared["used"]["agent"] + shared["used"]["base"] >= 0.95 > split["used"]["base"]
