@@ -68,22 +68,36 @@ class InProcessExecutor(Executor["InProcessExecutor.Params"]):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self._pools: dict[int, EnvPool] = {}
+        self._pools: dict[tuple[int, str | None], EnvPool] = {}
 
     def make_pool(self, env: Environment) -> EnvPool:
         """The env-worker pool for ``env``; subclasses put the environments elsewhere."""
         return EnvPool(env)
 
-    def pool(self, env: Environment) -> EnvPool:
+    def make_phase_pool(self, env: Environment) -> EnvPool:
+        """A second pool of ``env`` for a caller that plays while the first pool is in use (:meth:`pool`'s
+        ``phase``): another :meth:`make_pool` when that pool's environments live apart from ``env`` (the worker
+        pools), else one that starts from a clone, since the local pool steps ``env`` itself."""
+        pool = self.make_pool(env)
+        if any(e is env for e in pool.instances):
+            return EnvPool.of_clone(env)
+        return pool
+
+    def pool(self, env: Environment, phase: str | None = None) -> EnvPool:
         """The warm pool of ``env``'s instances this executor steps (made on first use). Components that play
         episodes of their own (a method's explorations) share it: the environments live where this executor
-        keeps them (worker processes, Ray actors) and their steps count in :attr:`stats`."""
-        return self._pool(env)
+        keeps them (worker processes, Ray actors) and their steps count in :attr:`stats`.
 
-    def _pool(self, env: Environment) -> EnvPool:
-        if id(env) not in self._pools:
-            self._pools[id(env)] = self.make_pool(env)
-        return self._pools[id(env)]
+        ``phase`` names a pool of its own for work that runs at the same time as the default pool's (IPR's Monte
+        Carlo rollouts while its agent episodes play, ``run.batches_in_flight``): a pool hands the same
+        environments to every caller, so two callers at once need two pools. Counted in :attr:`stats` too."""
+        return self._pool(env, phase)
+
+    def _pool(self, env: Environment, phase: str | None = None) -> EnvPool:
+        key = (id(env), phase)
+        if key not in self._pools:
+            self._pools[key] = self.make_pool(env) if phase is None else self.make_phase_pool(env)
+        return self._pools[key]
 
     @property
     def stats(self) -> dict[str, int]:

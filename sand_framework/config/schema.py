@@ -58,7 +58,8 @@ class RunSection:
         "computes the chunked build's units (tests/engine/test_streaming.py compares them byte for byte)")] = 1
     """Batches of ``run.synthesis_batch`` trajectories a method may have in progress at once (1: one after
     another). Above 1, SAND streams its phases: the agent engine samples and rolls out the next batch while the
-    base engine critiques and synthesizes this one (a method without its own ``build_stream`` ignores it)."""
+    base engine critiques and synthesizes this one; IPR's agent takes over in the next batch while this one's
+    Monte Carlo rollouts play (iteration 1). A method without its own ``build_stream`` ignores it."""
 
     def validate(self) -> list[str]:
         if not RUN_NAME.fullmatch(self.name):

@@ -38,6 +38,7 @@ ignores seeds and is always played in one group.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,15 +207,26 @@ class PoolSource:
     """Where a method's explorations get environments: the recipe executor's pool when it has one."""
 
     executor: Any = None
-    local: dict[int, EnvPool] = field(default_factory=dict)
+    local: dict[tuple[int, str | None], EnvPool] = field(default_factory=dict)
 
-    def pool(self, env: Environment) -> EnvPool:
+    def pool(self, env: Environment, phase: str | None = None) -> EnvPool:
+        """The executor's pool of ``env``, or a local one without an executor. ``phase`` (None: the default pool)
+        asks for a pool of its own, for work that plays while another phase plays on the default pool; an
+        executor whose ``pool`` takes no ``phase`` (a third-party one) gets it from a local pool, which starts
+        from a clone of ``env`` (its steps are then not in the executor's ``stats``)."""
         get = getattr(self.executor, "pool", None)
-        if callable(get):
-            return get(env)
-        if id(env) not in self.local:
-            self.local[id(env)] = EnvPool(env)
-        return self.local[id(env)]
+        if callable(get) and (phase is None or "phase" in inspect.signature(get).parameters):
+            return get(env) if phase is None else get(env, phase=phase)
+        key = (id(env), phase)
+        if key not in self.local:
+            self.local[key] = EnvPool(env) if phase is None else EnvPool.of_clone(env)
+        return self.local[key]
+
+    def close(self) -> None:
+        """Close the local pools (the executor closes its own)."""
+        for pool in self.local.values():
+            pool.close()
+        self.local.clear()
 
     @property
     def max_parallel(self) -> int | None:

@@ -51,6 +51,15 @@ class EnvPool:
     prototype: Environment
     instances: list[Environment] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=lambda: {"env_steps": 0, "replays": 0, "faults_survived": 0})
+    owns_prototype: bool = False
+    """The prototype is this pool's own (a clone made for it, :meth:`of_clone`), closed with the pool."""
+
+    @classmethod
+    def of_clone(cls, env: Environment) -> EnvPool:
+        """A pool that never steps ``env`` itself: its first environment is a clone of it, closed with the pool. Two
+        callers that play at the same time (a method's two phases in flight) each need such a pool, because a pool
+        hands the same environments to every caller (:meth:`take`)."""
+        return cls(env.clone(), owns_prototype=True)
 
     def __post_init__(self) -> None:
         if not self.instances:
@@ -96,8 +105,8 @@ class EnvPool:
         return dict(self.counters)
 
     def close(self) -> None:
-        """Close the clones; the prototype belongs to whoever passed it in."""
+        """Close the clones; the prototype belongs to whoever passed it in (unless :attr:`owns_prototype`)."""
         for env in self.instances:
-            if env is not self.prototype:
+            if env is not self.prototype or self.owns_prototype:
                 env.close()
         self.instances = [self.prototype]

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -375,6 +376,55 @@ def test_ipr_keeps_no_pair_when_the_gaps_disagree(twx):
     assert m._local_pair(t, 1, ex, 1.0, None, 0.9) is None
 
 
+class OverlapProbe(OraclePolicy):
+    """An oracle that serves both phases' threads at once and holds the agent's episodes of the last task until a
+    Monte Carlo call has come: the streamed stage must run them side by side or fail here."""
+
+    concurrent_generate = True
+
+    def __init__(self, experts, last_task, weights):
+        super().__init__(experts, weights)
+        self.last_task, self.mc_started, self.threads = last_task, threading.Event(), set()
+
+    def generate(self, chats, sampling, role="agent"):
+        name = threading.current_thread().name
+        self.threads.add(name)
+        if name == "sand-stream-1":
+            self.mc_started.set()
+        elif name == "sand-stream-0" and any(c[2]["content"] == self.last_task for c in chats):
+            assert self.mc_started.wait(10), "the agent phase of the last batch ran before any Monte Carlo rollout"
+        return super().generate(chats, sampling, role)
+
+
+def test_ipr_streamed_stage_overlaps_its_phases_and_keeps_the_units(world):
+    """``run.batches_in_flight``: the agent takes over in batch k+1 while batch k's Monte Carlo rollouts play (on a
+    pool of their own), and the units are the chunked stage's, byte for byte."""
+    from sand_builtins.methods.ipr import MC_PHASE
+
+    env, executor = world
+    trajs = [t for t in experts(env, 12) if len(t.steps) >= 2][:4]
+    batches = [([t], 100 + k) for k, t in enumerate(trajs)]
+    method = IprMethod(IprMethod.Params(steps_per_trajectory=None, mc_samples=3, temperature=1.0,
+                                        max_new_tokens=16))
+
+    def built(policy, depth):
+        return [u for units in method.build_stream(batches, tools(world, policy, agent="mixed", sft="mixed"), depth)
+                for u in units]
+
+    chunked = built(OraclePolicy(trajs), 1)
+    probe = OverlapProbe(trajs, trajs[-1].task, "mixed")
+    streamed = built(probe, 3)
+    assert json.dumps(streamed, sort_keys=True) == json.dumps(chunked, sort_keys=True)
+    assert sum(len(u["pairs"]) for u in chunked) > 0 and all(u["stats"]["mc_rollouts"] > 0 for u in chunked)
+    assert probe.threads == {"sand-stream-0", "sand-stream-1"} and probe.mc_started.is_set()
+    assert (id(env), MC_PHASE) in executor._pools, "the Monte Carlo rollouts had a pool of their own"
+    # iteration 2 on: the Monte Carlo rollouts use the SFT weights, so the batches run one after another
+    switching = OraclePolicy(trajs)
+    again = [u for units in method.build_stream(batches, tools(world, switching, agent="bad", sft="good"), 3)
+             for u in units]
+    assert again == [u for t, seed in batches for u in method.build(t, tools(world, OraclePolicy(trajs)), seed)]
+
+
 # ---------------------------------------------------------------------- the engine's stage with each method
 
 STAGE = ["data.limit=4", "run.synthesis_batch=2", "environment.n_train=6", "environment.n_seen=2",
@@ -530,6 +580,11 @@ def test_method_on_the_real_model(world, registries, policy, name, params):
 
     units = run()
     assert len(units) == len(trajs) and all(isinstance(u["stats"], dict) for u in units)
+    if name == "ipr":  # streamed, one trajectory a batch: the phases overlap, the units stay
+        t = tools(world, policy, agent=None, sft=None)
+        batches = [([Trajectory.from_dict(x.to_dict())], 11) for x in trajs]
+        assert [u for b in method.build_stream(batches, t, depth=2) for u in b] == [
+            u for b, seed in batches for u in method.build(b, tools(world, policy, agent=None, sft=None), seed)]
     assert json.loads(json.dumps(units)) == units  # JSON as the engine stores it
     assert run() == units
     data = method.assemble(units, trajs)

@@ -172,6 +172,8 @@ def test_validate_notes_a_stream_setting_the_method_cannot_use(registries):
     eto = validate(load_recipe("baselines/eto", ["run.batches_in_flight=4"])[0], registries)
     assert eto.notes == ["run.batches_in_flight is 4, but method 'eto' builds one batch after another (it has no "
                          "build_stream of its own): the setting changes nothing for it"]
+    ipr = validate(load_recipe("baselines/ipr", ["run.batches_in_flight=4"])[0], registries)
+    assert not any("builds one batch after another" in n for n in ipr.notes), ipr.notes  # IPR streams its phases
     plain, streamed = (validate(load_recipe("repro2/sand", over)[0], registries)
                        for over in ([], ["run.batches_in_flight=4"]))
     assert not streamed.notes and streamed.run.batches_in_flight == 4 and plain.run.batches_in_flight == 1

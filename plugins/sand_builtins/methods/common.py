@@ -121,13 +121,15 @@ class ExploringMethod(Method[P]):
         ``explore_tasks``)."""
         return 0
 
-    def explore(self, requests: list[ExploreRequest], tools: MethodTools, temperature: float) -> list[Exploration]:
+    def explore(self, requests: list[ExploreRequest], tools: MethodTools, temperature: float,
+                phase: str | None = None) -> list[Exploration]:
         """Play ``requests`` to their ends with the current policy at ``temperature`` (results in request order),
         in :func:`pools`' environments, in waves of the executor's ``max_parallel``, in its ``rollout_mode``;
-        apart per seed unless ``cross_task_batching``."""
+        apart per seed unless ``cross_task_batching``. ``phase``: play on a pool of that name
+        (:meth:`PoolSource.pool`), for explorations that run while others play on the default pool."""
         p, src = self.params, pools(tools)
         return explore(requests, tools.env, tools.policy,
                        SamplingParams(temperature=temperature, max_new_tokens=p.max_new_tokens),
-                       pool=src.pool(tools.env), max_parallel=src.max_parallel,
+                       pool=src.pool(tools.env, phase), max_parallel=src.max_parallel,
                        group_by_seed=not p.cross_task_batching, mode=src.rollout_mode,
                        max_concurrency=src.max_concurrency)

@@ -18,23 +18,33 @@ Cost per expert trajectory, with ``m`` examined steps (``steps_per_trajectory``,
 ``1 + m`` greedy agent episodes and up to ``2 * m * mc_samples`` Monte Carlo episodes of the SFT model,
 each up to the environment's step cap. IPR's own setting (every step, 5 samples) on ALFWorld (``n`` about
 10) is about 100 episodes per trajectory; the default here (2 steps) is 23, which a CPU miniature affords.
+
+The stage's phases (the agent taking over, the Monte Carlo rollouts, the pairs) are methods of their own, so that
+``run.batches_in_flight`` can stream them across batches (:meth:`IprMethod.build_stream`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from annotated_types import Ge
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, MethodTools
+from sand_framework.components import IterationData, Method, MethodTools
 from sand_framework.rollout import ExploreRequest, Exploration
+from sand_framework.streaming import stream
+from sand_framework.synthesis import SerialPolicy
 from sand_framework.types import PreferencePair, Step, Trajectory
 
-from sand_builtins.methods.common import (ExploringMethod, expert_reward, expert_reward_rule, task_seed,
+from sand_builtins.methods.common import (ExploringMethod, expert_reward, expert_reward_rule, pools, task_seed,
                                           trained_on)
+
+MC_PHASE = "ipr-monte-carlo"
+"""The pool the Monte Carlo rollouts play on when the stage is streamed (the agent's episodes keep the default)."""
 
 
 def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
@@ -44,6 +54,21 @@ def examined_steps(n: int, cap: int | None, seed: int) -> list[int]:
     if cap is None or cap >= len(steps):
         return steps
     return sorted(random.Random(seed).sample(steps, cap))
+
+
+@dataclass
+class IprBatch:
+    """One batch of trajectories between IPR's phases (:meth:`IprMethod.build_stream` hands it from one to the
+    next)."""
+
+    trajectories: list[Trajectory]
+    seed: int
+    plan: list[tuple[Trajectory, list[int]]] = field(default_factory=list)
+    """Each trajectory and its examined steps (0: the agent's episode from the reset, for the global pair)."""
+    taken: dict[tuple[str, int], Exploration] = field(default_factory=dict)
+    """The agent's episode from each (task, examined step)."""
+    step_reward: dict[tuple[str, int, str], dict[str, Any]] = field(default_factory=dict)
+    """Each (task, step, side)'s Monte Carlo estimate."""
 
 
 class IprMethod(ExploringMethod["IprMethod.Params"]):
@@ -100,54 +125,97 @@ class IprMethod(ExploringMethod["IprMethod.Params"]):
         return self.params.explore_tasks
 
     def build(self, trajectories: list[Trajectory], tools: MethodTools, seed: int) -> list[dict[str, Any]]:
+        batch = IprBatch(trajectories, seed)
+        self._take_over(batch, tools)
+        self._monte_carlo(batch, tools)
+        return self._units(batch, tools)
+
+    def build_stream(self, batches: Iterable[tuple[list[Trajectory], int]], tools: MethodTools,
+                     depth: int = 1) -> Iterator[list[dict[str, Any]]]:
+        """With ``depth`` > 1 (``run.batches_in_flight``), the two phases as a stream, one thread each: the agent
+        takes over in batch k+1 while batch k's Monte Carlo rollouts play, on a pool of their own
+        (:data:`MC_PHASE`), so the agent engine's batch does not thin out while a batch's last episodes end.
+        Every call is the chunked stage's, with its batch's seeds, so the units are too (on an engine that batches
+        the two threads' requests together, up to a batched forward's float rounding). Only where both phases
+        sample from the same weights (iteration 1: the agent is the SFT model); from iteration 2 the Monte Carlo
+        rollouts switch the policy to the SFT weights, so the batches run one after another."""
+        if depth <= 1 or self._switches(tools):
+            yield from Method.build_stream(self, batches, tools, depth)
+            return
+        pools(tools)  # made here, not by the first of the two threads to ask
+        if not tools.policy.concurrent_generate:  # a model in this process: the threads take turns on it
+            tools = dataclasses.replace(tools, policy=SerialPolicy(tools.policy))
+        work = (IprBatch(trajs, seed) for trajs, seed in batches)
+        stages = stream(work, [lambda b: self._take_over(b, tools),
+                               lambda b: self._monte_carlo(b, tools, phase=MC_PHASE)], depth)
+        try:
+            for batch in stages:
+                yield self._units(batch, tools)
+        finally:
+            stages.close()
+
+    @staticmethod
+    def _switches(tools: MethodTools) -> bool:
+        """The Monte Carlo rollouts sample from other weights than the agent's (iteration 2 on)."""
+        return tools.weights.get("sft") != tools.weights.get("agent")
+
+    def _take_over(self, b: IprBatch, tools: MethodTools) -> IprBatch:
+        """Phase 1: the current agent takes over at each examined step j (greedy by default: one batch for all)."""
         p = self.params
-        rule = expert_reward_rule(p.expert_reward, tools.env)
-        plan = [(t, ([0] if p.global_pairs else []) + examined_steps(len(t.steps), p.steps_per_trajectory,
-                                                                     task_seed(seed, t, "ipr-steps")))
-                for t in trajectories]
-        # 1. The current agent takes over at each examined step j (greedy by default: one batch for all).
-        take = [(t, j) for t, js in plan for j in js]
-        agent = self.explore([ExploreRequest(t, prefix=j, seed=task_seed(seed, t, "ipr-agent", j))
+        b.plan = [(t, ([0] if p.global_pairs else []) + examined_steps(len(t.steps), p.steps_per_trajectory,
+                                                                       task_seed(b.seed, t, "ipr-steps")))
+                  for t in b.trajectories]
+        take = [(t, j) for t, js in b.plan for j in js]
+        agent = self.explore([ExploreRequest(t, prefix=j, seed=task_seed(b.seed, t, "ipr-agent", j))
                               for t, j in take], tools, p.temperature)
-        taken = {(t.task_id, j): ex for (t, j), ex in zip(take, agent)}
-        # 2. Step rewards: Monte Carlo rollouts of the SFT model from the state after each side's step j.
+        b.taken = {(t.task_id, j): ex for (t, j), ex in zip(take, agent)}
+        return b
+
+    def _monte_carlo(self, b: IprBatch, tools: MethodTools, phase: str | None = None) -> IprBatch:
+        """Phase 2: step rewards, from Monte Carlo rollouts of the SFT model from the state after each side's
+        step j (on the pool named ``phase``)."""
+        p = self.params
         states: list[tuple[str, int, str, Trajectory]] = []  # (task, j, side, steps to replay: prefix + step j)
-        for t, js in plan:
+        for t, js in b.plan:
             for j in js:
-                ex = taken[(t.task_id, j)]
+                ex = b.taken[(t.task_id, j)]
                 if j == 0 or not ex.ok or not ex.agent_steps:
                     continue
                 states.append((t.task_id, j, "agent", Trajectory(t.task_id, t.env, t.instruction, t.task,
                                                                  steps=ex.trajectory.steps[:j + 1])))
                 states.append((t.task_id, j, "expert", t))
-        by_task = {t.task_id: t for t in trajectories}
+        by_task = {t.task_id: t for t in b.trajectories}
         mc_requests = []
         for task_id, j, side, replay in states:
             cap = None if p.max_rollout_steps is None else min(tools.env.max_steps(task_id),
                                                                 j + 1 + p.max_rollout_steps)
-            s = task_seed(seed, by_task[task_id], "ipr-mc", j, side)
+            s = task_seed(b.seed, by_task[task_id], "ipr-mc", j, side)
             mc_requests += [ExploreRequest(replay, prefix=j + 1, seed=s, max_steps=cap) for _ in range(p.mc_samples)]
         mc: list[Exploration] = []
         if mc_requests:
-            switch = tools.weights.get("sft") != tools.weights.get("agent")
+            switch = self._switches(tools)
             if switch:
                 tools.policy.set_agent_weights(tools.weights.get("sft"))
             try:
-                mc = self.explore(mc_requests, tools, p.mc_temperature)
+                mc = self.explore(mc_requests, tools, p.mc_temperature, phase=phase)
             finally:
                 if switch:
                     tools.policy.set_agent_weights(tools.weights.get("agent"))
-        step_reward: dict[tuple[str, int, str], dict[str, Any]] = {}
         for n, (task_id, j, side, _) in enumerate(states):
             runs = mc[n * p.mc_samples:(n + 1) * p.mc_samples]
             good = [r for r in runs if r.ok]
-            step_reward[(task_id, j, side)] = {
+            b.step_reward[(task_id, j, side)] = {
                 "value": round(sum(r.trajectory.reward for r in good) / len(good), 6) if good else None,
                 "rewards": [r.trajectory.reward for r in runs], "errors": sum(not r.ok for r in runs),
                 "agent_steps": sum(len(r.agent_steps) for r in runs)}
-        # 3. Pairs.
+        return b
+
+    def _units(self, b: IprBatch, tools: MethodTools) -> list[dict[str, Any]]:
+        """Phase 3 (no model): the pairs, one unit per trajectory."""
+        p, taken, step_reward = self.params, b.taken, b.step_reward
+        rule = expert_reward_rule(p.expert_reward, tools.env)
         units = []
-        for t, js in plan:
+        for t, js in b.plan:
             r_expert = expert_reward(t, rule)
             records, pairs = [], []
             for j in js:
