@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 
+import expert_vs_rollouts  # noqa: E402
 import twc_outcomes  # noqa: E402
 
 SWEEP = ROOT / "experiments" / "table1-cpu.yaml"
@@ -95,9 +96,11 @@ def test_the_v2_export_is_what_the_code_writes_from_its_runs(tmp_path):
 
 def test_every_table_of_the_v2_section_is_one_the_export_prints():
     """The v2 section's tables are pasted from the export's results.md (`sand sweep ... --table-only` and
-    `--compare` print the same), so a seed added to the export without pasting again fails here."""
-    generated = (EXPORT_V2 / "results.md").read_text()
+    `--compare` print the same) and from `experiments/expert_vs_rollouts.py`, so a seed added to the export without
+    pasting again fails here."""
+    generated = ((EXPORT_V2 / "results.md").read_text() + "\n\n"
+                 + expert_vs_rollouts.table(str(SWEEP_V2), str(EXPORT_V2)))
     tables = _tables(_section(SECTION_V2))
-    assert len(tables) >= 2  # games solved per seed, the paired tests' summary
+    assert len(tables) >= 3  # games solved per seed, the paired tests' summary, the expert's rollout ranked
     for table in tables:
         assert table in generated, f"docs/results.md's v2 section states a table the export does not print:\n{table}"
