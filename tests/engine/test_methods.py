@@ -488,6 +488,43 @@ def stage_units(run: Path) -> dict[str, dict]:
     return out
 
 
+def test_the_engine_streams_the_ipr_stage_to_the_chunked_units(tmp_path, plugins):
+    """``synth/iter1`` of IPR through the engine, one trajectory a batch, chunked and with two batches in flight
+    (iteration 1: the Monte Carlo rollouts share the agent's weights): the same units and the same pairs file."""
+    from sand_builtins.methods.ipr import MC_PHASE
+    from sand_framework.engine.stage_cost import EXECUTOR_COUNTS, POLICY_COUNTS
+
+    same = {"agent": "sft-weights", "sft": "sft-weights", "base": None}
+    args = [*METHOD_ARGS["ipr"], "run.synthesis_batch=1"]
+    p = stage_pipeline(tmp_path / "chunked", plugins, args)
+    try:
+        p.build(1, p.expert(), same)
+    finally:
+        p.ctx.close()
+    same_expert_stage(tmp_path / "chunked", tmp_path / "streamed")
+    p = stage_pipeline(tmp_path / "streamed", plugins, [*args, "run.batches_in_flight=2"])
+    try:
+        p.build(1, p.expert(), same)
+        assert any(phase == MC_PHASE for _, phase in p.ctx.component("executor")._pools), "not streamed"
+    finally:
+        p.ctx.close()
+
+    # a streamed batch's cost is the window since the previous batch came out (it overlaps the other batches' work):
+    # the method's units are equal without it, and the windows add up to the same stage totals
+    counts = {f"backend_{k}" for k in POLICY_COUNTS} | set(EXECUTOR_COUNTS.values()) | {"agent_turns"}
+    units = {run: stage_units(tmp_path / run) for run in ("chunked", "streamed")}
+    assert len(units["chunked"]) == 4
+
+    def method_part(run):
+        return [{**u, "stats": {k: v for k, v in u["stats"].items() if k not in counts}} for u in units[run].values()]
+
+    assert method_part("streamed") == method_part("chunked")
+    assert all(sum(u["stats"].get(k, 0) for u in units["streamed"].values())
+               == sum(u["stats"].get(k, 0) for u in units["chunked"].values()) for k in counts)
+    pairs = [(tmp_path / run / "iter1" / "pairs.jsonl") for run in ("chunked", "streamed")]
+    assert all(f.is_file() for f in pairs) and pairs[0].read_bytes() == pairs[1].read_bytes()
+
+
 @pytest.mark.parametrize("name", ["rft", "eto", "ipr"])
 def test_stage_resumed_after_a_crash_equals_an_uninterrupted_one(tmp_path, plugins, name):
     p = stage_pipeline(tmp_path / "straight", plugins, METHOD_ARGS[name])
