@@ -222,12 +222,6 @@ class PoolSource:
             self.local[key] = EnvPool(env) if phase is None else EnvPool.of_clone(env)
         return self.local[key]
 
-    def close(self) -> None:
-        """Close the local pools (the executor closes its own)."""
-        for pool in self.local.values():
-            pool.close()
-        self.local.clear()
-
     @property
     def max_parallel(self) -> int | None:
         return getattr(getattr(self.executor, "params", None), "max_parallel", None)
