@@ -433,6 +433,8 @@ METHOD_ARGS = {"rft": ["method=rft", "method.k=2", "method.max_new_tokens=48"],
                "eto": ["method=eto", "method.max_new_tokens=48"],
                "ipr": ["method=ipr", "method.mc_samples=2", "method.max_new_tokens=48"]}
 WEIGHTS = {"agent": "agent-weights", "sft": "sft-weights", "base": None}
+SAME_WEIGHTS = {"agent": "sft-weights", "sft": "sft-weights", "base": None}
+"""Iteration 1's: the agent is the SFT model, so IPR's Monte Carlo rollouts share its weights (and may stream)."""
 
 
 @pytest.fixture(scope="module")
@@ -488,13 +490,23 @@ def stage_units(run: Path) -> dict[str, dict]:
     return out
 
 
+def method_units(run: Path) -> dict[str, dict]:
+    """:func:`stage_units` without the batch's costs either: a streamed batch's cost is the window since the
+    previous batch came out, which overlaps the other batches' work (the windows add up to the stage's)."""
+    from sand_framework.engine.stage_cost import EXECUTOR_COUNTS, EXECUTOR_LOOPS, POLICY_COUNTS
+
+    costs = {f"backend_{k}" for k in POLICY_COUNTS} | set(EXECUTOR_COUNTS.values()) | set(EXECUTOR_LOOPS)
+    return {k: {**u, "stats": {s: v for s, v in u["stats"].items() if s not in costs}}
+            for k, u in stage_units(run).items()}
+
+
 def test_the_engine_streams_the_ipr_stage_to_the_chunked_units(tmp_path, plugins):
     """``synth/iter1`` of IPR through the engine, one trajectory a batch, chunked and with two batches in flight
     (iteration 1: the Monte Carlo rollouts share the agent's weights): the same units and the same pairs file."""
     from sand_builtins.methods.ipr import MC_PHASE
     from sand_framework.engine.stage_cost import EXECUTOR_COUNTS, POLICY_COUNTS
 
-    same = {"agent": "sft-weights", "sft": "sft-weights", "base": None}
+    same = SAME_WEIGHTS
     args = [*METHOD_ARGS["ipr"], "run.synthesis_batch=1"]
     p = stage_pipeline(tmp_path / "chunked", plugins, args)
     try:
@@ -509,16 +521,11 @@ def test_the_engine_streams_the_ipr_stage_to_the_chunked_units(tmp_path, plugins
     finally:
         p.ctx.close()
 
-    # a streamed batch's cost is the window since the previous batch came out (it overlaps the other batches' work):
-    # the method's units are equal without it, and the windows add up to the same stage totals
+    # the method's units are equal (batch costs aside), and the batches' cost windows add up to the same totals
+    assert method_units(tmp_path / "streamed") == method_units(tmp_path / "chunked")
     counts = {f"backend_{k}" for k in POLICY_COUNTS} | set(EXECUTOR_COUNTS.values()) | {"agent_turns"}
     units = {run: stage_units(tmp_path / run) for run in ("chunked", "streamed")}
     assert len(units["chunked"]) == 4
-
-    def method_part(run):
-        return [{**u, "stats": {k: v for k, v in u["stats"].items() if k not in counts}} for u in units[run].values()]
-
-    assert method_part("streamed") == method_part("chunked")
     assert all(sum(u["stats"].get(k, 0) for u in units["streamed"].values())
                == sum(u["stats"].get(k, 0) for u in units["chunked"].values()) for k in counts)
     pairs = [(tmp_path / run / "iter1" / "pairs.jsonl") for run in ("chunked", "streamed")]
@@ -643,27 +650,30 @@ RUNNER = textwrap.dedent("""
     import sys
     from pathlib import Path
     sys.path[:0] = [{tests!r}, {here!r}]
-    from test_methods import WEIGHTS, stage_pipeline
+    from test_methods import stage_pipeline
     from sand_framework.plugins import load_plugins
 
     ps = load_plugins()
     p = stage_pipeline(Path({run!r}), (ps, ps.registries()), {overrides!r})
     try:
-        p.build(1, p.expert(), WEIGHTS)
+        p.build(1, p.expert(), {weights!r})
     finally:
         p.ctx.close()
     print("stage done")
 """)
 
 
-def test_sigkill_during_the_ipr_stage_resumes_to_identical_units(tmp_path, plugins):
+@pytest.mark.parametrize("streamed", [False, True], ids=["chunked", "streamed"])
+def test_sigkill_during_the_ipr_stage_resumes_to_identical_units(tmp_path, plugins, streamed):
     """SIGKILL the stage (one trajectory per batch) right after a unit lands and a random moment later, twice,
-    resume each time in a new process: the units equal an uninterrupted stage's, each written once."""
+    resume each time in a new process: the units equal an uninterrupted chunked stage's, each written once; also
+    with three batches in flight (iteration 1's weights, so the phases stream), batch costs aside."""
     overrides = [*METHOD_ARGS["ipr"], "run.synthesis_batch=1", "method.steps_per_trajectory=3",
                  "environment.game_params=numLocations=6,numDistractorItems=0,includeDoors=0"]
+    weights = SAME_WEIGHTS if streamed else WEIGHTS
     p = stage_pipeline(tmp_path / "straight", plugins, overrides)
     try:
-        p.build(1, p.expert(), WEIGHTS)
+        p.build(1, p.expert(), weights)
     finally:
         p.ctx.close()
     straight = stage_units(tmp_path / "straight")
@@ -671,7 +681,8 @@ def test_sigkill_during_the_ipr_stage_resumes_to_identical_units(tmp_path, plugi
     same_expert_stage(tmp_path / "straight", run)
     log = run / "iter1" / "synthesis.units.jsonl"
     here = Path(__file__).resolve().parent
-    script = RUNNER.format(tests=str(here.parent), here=str(here), run=str(run), overrides=overrides)
+    killed = [*overrides, "run.batches_in_flight=3"] if streamed else overrides
+    script = RUNNER.format(tests=str(here.parent), here=str(here), run=str(run), overrides=killed, weights=weights)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")])}
     rng, kills = random.Random(0), 0
     for attempt in range(6):
@@ -701,7 +712,10 @@ def test_sigkill_during_the_ipr_stage_resumes_to_identical_units(tmp_path, plugi
         except json.JSONDecodeError:
             kills -= 1  # a torn record (the kill landed mid-write) is redone, once per kill at most
     assert kills >= 0 and len(ids) == len(set(ids)) == 4, "every trajectory built exactly once across processes"
-    assert stage_units(run) == straight
+    if streamed:
+        assert method_units(run) == method_units(tmp_path / "straight")
+    else:
+        assert stage_units(run) == straight
 
 
 # ---------------------------------------------------------------------- recipes
