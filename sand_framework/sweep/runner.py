@@ -31,7 +31,7 @@ from rich.console import Console
 
 from sand_framework.app.resume_check import stages_needing_absent_weights
 from sand_framework.app.reuse import reuse_stages
-from sand_framework.app.runner import STOP_SIGNALS, create, reopen, stored_recipe
+from sand_framework.app.runner import STOP_SIGNALS, create, reopen, resolve, stored_recipe
 from sand_framework.errors import RunStopped, SandError
 from sand_framework.logs import console_level
 from sand_framework.store import RunDir, RunLayout
@@ -102,6 +102,33 @@ def prepare_run(spec: SweepSpec, arm: ArmSpec, seed: int, out: Path, plugin_dirs
             shutil.rmtree(path, ignore_errors=True)
             raise
     return path
+
+
+def recipe_drift(spec: SweepSpec, arm: ArmSpec, seed: int, path: Path, plugin_dirs: list[str]) -> list[str]:
+    """Where the recipe the sweep file gives the arm now differs from the one its run directory holds: one line per
+    setting (``key: value in the run, value in the sweep file``). The run goes on with its own recipe (a run
+    directory is one experiment), so a sweep file edited after a run began describes that run wrongly unless this
+    is said. Empty when they agree or the run holds no recipe yet."""
+    if not (path / RunLayout.RECIPE).is_file():
+        return []
+    try:
+        now = resolve(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs)[0].raw
+    except SandError as exc:
+        return [f"(the sweep file's recipe for it no longer validates: {exc})"]
+    held, wanted = _flat(yaml.safe_load((path / RunLayout.RECIPE).read_text()) or {}), _flat(now)
+    unset = object()
+    return [f"{key}: {held.get(key, '(unset)')!r} in the run, {wanted.get(key, '(unset)')!r} in the sweep file"
+            for key in sorted(set(held) | set(wanted)) if held.get(key, unset) != wanted.get(key, unset)]
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def readopt_missing_weights(path: Path, source: Path | None, stages: list[str]) -> list[str]:
@@ -200,6 +227,13 @@ def _run_all(spec: SweepSpec, out: Path, arms: list[str] | None, plugin_dirs: li
             if stop.signum is not None:
                 raise stop.stopped(f"before arm {arm.name} seed {seed}", resume)
             console.rule(f"[bold]{spec.name}[/]: arm {arm.name}, seed {seed} -> {path}")
+            drift = recipe_drift(spec, arm, seed, path, list(plugin_dirs))
+            if drift:
+                console.print(f"note: arm {arm.name} seed {seed} goes on with the recipe its run directory holds, "
+                              "which differs from the sweep file's at\n  " + "\n  ".join(drift) + "\nTo run it as the "
+                              f"file says: edit {path / RunLayout.RECIPE} to match, then `sand run --resume {path} "
+                              "--redo-from STAGE` (the first stage that reads them).", soft_wrap=True, markup=False,
+                              highlight=False)
             lacks_start = source is not None and start_missing(source) and needs_the_start(path)
             if lacks_start and rebuild_starts:
                 console.print(f"--rebuild-starts: training the SFT start of {source} again first", soft_wrap=True,

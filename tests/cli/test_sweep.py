@@ -901,8 +901,16 @@ def test_until_computes_up_to_a_stage_and_a_later_sweep_finishes(sweep, tmp_path
     state = json.loads((work / "control/seed1/state.json").read_text())
     assert list(state["done"]) == ["expert", "train/iter0", "synth/iter1"] and "train/iter1" not in state["fingerprints"]
     assert (work / "base/seed0/metrics.json").is_file()  # no synth/iter1: ran whole
-    sand("sweep", str(path), "-o", str(work), "--arm", "control", "--seed", "1")
+    assert "goes on with the recipe" not in proc.stdout + proc.stderr  # the file still describes them
+    # the sweep file edited after the run began: the run goes on with its own recipe, and the sweep says where
+    edited = write_sweep(tmp_path, [{**arm, "overrides": [*arm["overrides"], "trainer.threads=2"]}
+                                    if arm["name"] == "control" else arm for arm in ARMS])
+    proc = sand("sweep", str(edited), "-o", str(work), "--arm", "control", "--seed", "1")
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "arm control seed 1 goes on with the recipe its run directory holds" in said
+    assert "trainer.threads: 1 in the run, 2 in the sweep file" in said and "--redo-from STAGE" in said
     assert (work / "control/seed1/metrics.json").is_file()
+    assert yaml.safe_load((work / "control/seed1/recipe.yaml").read_text())["trainer"]["threads"] == 1
 
 
 def test_status_names_the_rebuild_a_start_without_weights_needs(finished_sweep):
