@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from sand_framework.app.fingerprint import differences
 from sand_framework.app.resume_check import stages_needing_absent_weights
 from sand_framework.app.reuse import reuse_stages
 from sand_framework.app.runner import STOP_SIGNALS, create, reopen, resolve, stored_recipe
@@ -115,20 +116,8 @@ def recipe_drift(spec: SweepSpec, arm: ArmSpec, seed: int, path: Path, plugin_di
         now = resolve(spec.recipe_path(arm), arm_overrides(arm, seed), plugin_dirs)[0].raw
     except SandError as exc:
         return [f"(the sweep file's recipe for it no longer validates: {exc})"]
-    held, wanted = _flat(yaml.safe_load((path / RunLayout.RECIPE).read_text()) or {}), _flat(now)
-    unset = object()
-    return [f"{key}: {held.get(key, '(unset)')!r} in the run, {wanted.get(key, '(unset)')!r} in the sweep file"
-            for key in sorted(set(held) | set(wanted)) if held.get(key, unset) != wanted.get(key, unset)]
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+    held = yaml.safe_load((path / RunLayout.RECIPE).read_text()) or {}
+    return differences(now, held, labels=("in the run", "in the sweep file"))
 
 
 def readopt_missing_weights(path: Path, source: Path | None, stages: list[str]) -> list[str]:

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge
 
 from sand_framework import hookimpl
-from sand_framework.components import IterationData, Method, MethodTools
+from sand_framework.components import IterationData, MethodTools
 from sand_framework.rollout import ExploreRequest, Exploration
 from sand_framework.streaming import stream
 from sand_framework.synthesis import SerialPolicy
@@ -140,7 +140,7 @@ class IprMethod(ExploringMethod["IprMethod.Params"]):
         sample from the same weights (iteration 1: the agent is the SFT model); from iteration 2 the Monte Carlo
         rollouts switch the policy to the SFT weights, so the batches run one after another."""
         if depth <= 1 or self._switches(tools):
-            yield from Method.build_stream(self, batches, tools, depth)
+            yield from super().build_stream(batches, tools, depth)
             return
         pools(tools)  # made here, not by the first of the two threads to ask
         if not tools.policy.concurrent_generate:  # a model in this process: the threads take turns on it
