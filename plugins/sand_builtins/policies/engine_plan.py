@@ -285,7 +285,7 @@ def plan_engines(gpus: int, params: Any, agent_weights: str | None = None, gpu_m
         return EnginePlan(engines, both_awake=not sleep, idle=tuple(i for i in everything if i not in used),
                           notes=notes)
     if params.placement == "shared":
-        return _shared(gpus, everything, util, weights_gb, gpu_memory_gb, roles, spec, notes)
+        return _shared(everything, util, weights_gb, gpu_memory_gb, roles, spec, notes)
     if gpus >= 2:
         half = gpus // 2
         engines = [spec("base", everything[:half], util), spec("agent", everything[half:], util)]
@@ -313,7 +313,7 @@ def fits_twice(weights_gb: float | None, tp: int, util: float, gpu_memory_gb: fl
     return weights_gb / tp * 1.2 + KV_MIN_GB <= util / 2 * gpu_memory_gb
 
 
-def _shared(gpus: int, everything: tuple[int, ...], util: float, weights_gb: float | None,
+def _shared(everything: tuple[int, ...], util: float, weights_gb: float | None,
             gpu_memory_gb: float | None, roles: list[str], spec: Any, notes: list[str]) -> EnginePlan:
     """``placement: shared``: both engines tensor-parallel over the same GPUs at half the memory each, both
     awake, so that every GPU serves whichever role has work (the split layout leaves a role's GPUs idle while

@@ -165,9 +165,10 @@ class VLLMPolicy(LocalPolicy[VLLMParams]):
     def _plan(self) -> EnginePlan:
         if self.plan is None:
             gpus, memory = (0, None) if self.on_cpu else device_count_and_memory()
+            sized = gpus == 1 or self.params.placement == "shared"  # the plans that check the weights' size
             try:
                 self.plan = plan_engines(gpus, self.params, self._expected_weights, memory,
-                                         weights_gb(self.base_path) if gpus == 1 or self.params.placement == "shared" else None,
+                                         weights_gb(self.base_path) if sized else None,
                                          model_heads(self.base_path) if gpus else None)
             except PlanImpossible as exc:  # no machine holds it: the recipe's problem (sand validate says so too)
                 raise RecipeError([f"policy 'vllm': {exc}"]) from None
